@@ -1,0 +1,78 @@
+"""Flow Portal: the back-office portal for lenders that use the Flow Service."""
+
+import sys
+from collections.abc import Mapping
+from datetime import timedelta
+
+from dotenv import load_dotenv
+from flask import Flask
+
+from . import auth_setup, cli, database, errors, presentation, security
+from .extensions import csrf, db, limiter, migrate
+from .flowapi import build_client
+from .settings import Settings, SettingsError, load_settings
+from .views import admin, auth, events, flows, health
+from .webhooks import receiver
+
+# Flask keys a test or deployment may pass in `config` beside the DESIGN §2 settings.
+FLASK_KEYS = ("TESTING", "WTF_CSRF_ENABLED", "SERVER_NAME", "RATELIMIT_ENABLED", "PREFERRED_URL_SCHEME")
+
+
+def create_app(config: Mapping | None = None) -> Flask:
+    """Build the portal. `config` replaces the environment (and `.env`) when given."""
+    app = Flask(__name__, template_folder="../templates", static_folder="../static", instance_relative_config=True)
+    settings = _load_settings(app, config)
+    _configure(app, settings, config or {})
+    _init_extensions(app, settings)
+    _register_blueprints(app, settings)
+    errors.init_app(app)
+    security.init_app(app)
+    cli.init_app(app)
+    presentation.init_app(app)
+    return app
+
+
+def _load_settings(app: Flask, config: Mapping | None) -> Settings:
+    if config is None:
+        load_dotenv()
+    try:
+        return load_settings(config, instance_path=app.instance_path, testing=bool(config and config.get("TESTING")))
+    except SettingsError as error:
+        print(f"portal: configuration error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:
+    app.extensions["portal.settings"] = settings
+    app.config.update(
+        SECRET_KEY=settings.secret_key,
+        SQLALCHEMY_DATABASE_URI=settings.database_url,
+        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": True},
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=settings.public_url.startswith("https://"),
+        REMEMBER_COOKIE_SECURE=settings.public_url.startswith("https://"),
+        PERMANENT_SESSION_LIFETIME=timedelta(hours=10),
+        MAX_CONTENT_LENGTH=max(settings.webhook_max_bytes, 1024 * 1024),
+        RATELIMIT_STORAGE_URI=settings.redis_url or "memory://",
+        RATELIMIT_HEADERS_ENABLED=False,
+        RATELIMIT_SWALLOW_ERRORS=True,
+        RATELIMIT_IN_MEMORY_FALLBACK_ENABLED=True,
+    )
+    app.config.update({key: overrides[key] for key in FLASK_KEYS if key in overrides})
+
+
+def _init_extensions(app: Flask, settings: Settings) -> None:
+    db.init_app(app)
+    database.configure_engine(app)
+    migrate.init_app(app, db, directory=str(database.MIGRATIONS))
+    csrf.init_app(app)
+    limiter.init_app(app)
+    auth_setup.init_app(app, settings)
+    app.extensions["flow_client"] = build_client(settings)
+
+
+def _register_blueprints(app: Flask, settings: Settings) -> None:
+    for module in (health, auth, flows, events, admin):
+        app.register_blueprint(module.bp)
+    app.register_blueprint(receiver.make_blueprint(settings.webhook_path))

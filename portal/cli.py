@@ -1,0 +1,268 @@
+"""Command-line groups on `flask --app portal`: users, keys, check, events."""
+
+import csv
+import hashlib
+import hmac
+import json
+import os
+import re
+import sys
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import click
+import requests
+from flask import Flask, current_app
+from flask.cli import AppGroup
+from joserfc.jwk import RSAKey
+from sqlalchemy import select
+from standardwebhooks import Webhook
+
+from .extensions import db
+from .flowapi import FlowApiError, InsufficientScope, Unauthorized, UpstreamProtocolError
+from .flowapi.auth import MIN_KEY_BITS
+from .models import ROLES, User
+from .webhooks.store import iter_events, prune_events
+
+users = AppGroup("users", help="Manage staff accounts.")
+keys = AppGroup("keys", help="Key pairs for the self-signed JWT (seed §5.3).")
+events = AppGroup("events", help="Stored webhook events: retention, export, test deliveries.")
+
+
+def _settings():
+    return current_app.extensions["portal.settings"]
+
+
+def _user(username: str) -> User:
+    user = db.session.scalar(select(User).where(User.username == username))
+    if user is None:
+        raise click.ClickException(f"no user named {username!r}")
+    return user
+
+
+# -- users -------------------------------------------------------------------------------------
+
+
+@users.command("create")
+@click.argument("username")
+@click.option("--role", type=click.Choice(ROLES), default="viewer", show_default=True)
+@click.option(
+    "--password",
+    prompt=True,
+    hide_input=True,
+    confirmation_prompt=True,
+    help="Prompted for when not given; piped input works too.",
+)
+@click.option("--sso-subject", help="Link the account to this single sign-on subject (`sub`).")
+def create_user(username: str, role: str, password: str, sso_subject: str | None):
+    """Create a staff account."""
+    if not re.fullmatch(r"[A-Za-z0-9._@-]{1,80}", username):
+        raise click.ClickException("a username is 1-80 letters, digits or . _ @ -")
+    if len(password) < 10:
+        raise click.ClickException("the password must be at least 10 characters")
+    if db.session.scalar(select(User).where(User.username == username)):
+        raise click.ClickException(f"a user named {username!r} exists already")
+    user = User(username=username, role=role, sso_subject=sso_subject)
+    user.set_password(password)
+    db.session.add(user)
+    db.session.commit()
+    click.echo(f"created {username} ({role})")
+
+
+@users.command("list")
+def list_users():
+    """List staff accounts."""
+    for user in db.session.scalars(select(User).order_by(User.username)):
+        state = "disabled" if user.disabled else "active"
+        last = user.last_login_at.isoformat(timespec="seconds") if user.last_login_at else "never"
+        click.echo(f"{user.username:<24} {user.role:<9} {state:<9} last sign-in {last}")
+
+
+@users.command("disable")
+@click.argument("username")
+def disable_user(username: str):
+    """Disable an account; its sessions end at their next request."""
+    _user(username).disabled = True
+    db.session.commit()
+    click.echo(f"disabled {username}")
+
+
+@users.command("set-role")
+@click.argument("username")
+@click.argument("role", type=click.Choice(ROLES))
+def set_role(username: str, role: str):
+    """Change an account's role."""
+    _user(username).role = role
+    db.session.commit()
+    click.echo(f"{username} is now {role}")
+
+
+# -- keys --------------------------------------------------------------------------------------
+
+
+def _write_new(path: Path, content: bytes, mode: int, force: bool) -> None:
+    if path.exists() and not force:
+        raise click.ClickException(f"{path} exists; use --force to replace it")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    descriptor = os.open(path, flags, mode)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(content)
+    os.chmod(path, mode)
+
+
+@keys.command("generate")
+@click.option("--kid", required=True, help="The key id the service will look the key up by.")
+@click.option("--bits", type=int, default=MIN_KEY_BITS, show_default=True)
+@click.option(
+    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("keys"), show_default=True
+)
+@click.option("--force", is_flag=True, help="Replace existing files of this kid.")
+def generate_keys(kid: str, bits: int, out_dir: Path, force: bool):
+    """Write a private key (mode 0600) and its public JWKS to send to the operator."""
+    if bits < MIN_KEY_BITS:
+        raise click.ClickException(f"the service requires at least {MIN_KEY_BITS} bits")
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", kid):
+        raise click.ClickException("a kid is 1-64 letters, digits or . _ -")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    private_path, public_path = out_dir / f"{kid}.pem", out_dir / f"{kid}.jwks.json"
+    for path in (private_path, public_path):
+        if path.exists() and not force:
+            raise click.ClickException(f"{path} exists; use --force to replace it")
+    key = RSAKey.generate_key(bits, parameters={"kid": kid, "use": "sig", "alg": "RS256"})
+    _write_new(private_path, key.as_pem(private=True), 0o600, force)
+    jwks = {"keys": [key.as_dict(private=False)]}
+    _write_new(public_path, json.dumps(jwks, indent=2).encode() + b"\n", 0o644, force)
+    click.echo(f"private key: {private_path} (keep it secret; FLOW_JWT_PRIVATE_KEY)")
+    click.echo(f"public key:  {public_path} (send this JWKS to the operator)")
+
+
+# -- check -------------------------------------------------------------------------------------
+
+
+def _diagnosis(error: FlowApiError) -> str:
+    if error.code == "tls":
+        return f"TLS: {error}"
+    if error.code in ("unreachable", "token_unreachable", "connect_timeout", "token_timeout"):
+        return f"cannot connect: {error}"
+    if error.code in ("invalid_client", "unauthorized_client"):
+        return f"{error.code}: the identity provider refused FLOW_CLIENT_ID / FLOW_CLIENT_SECRET"
+    if error.code == "invalid_scope":
+        return "invalid_scope: the identity provider refused FLOW_SCOPES"
+    if isinstance(error, Unauthorized):
+        return f"401 from the API: the token was refused ({error.code})"
+    if isinstance(error, InsufficientScope):
+        return f"403 from the API: the token lacks a needed scope ({error.code})"
+    if isinstance(error, UpstreamProtocolError):
+        return f"malformed answer: {error}"
+    return f"{type(error).__name__}: {error}"
+
+
+@click.command("check")
+def check():
+    """Fetch a token and one page of flows; print OK or a one-line diagnosis."""
+    settings = _settings()
+    client = current_app.extensions["flow_client"]
+    try:
+        described = client.provider.describe()
+        page = client.list_flows(limit=1)
+    except FlowApiError as error:
+        raise click.ClickException(_diagnosis(error)) from None
+    click.echo(
+        f"OK: {settings.environment} environment at {settings.api_url}, auth {settings.auth_mode}, "
+        f"token lifetime {described['lifetime']} s, scopes {described['scopes'] or '(none)'}, "
+        f"{len(page.items)} flow(s) on the first page"
+    )
+
+
+# -- events ------------------------------------------------------------------------------------
+
+
+def _age(value: str) -> timedelta:
+    match = re.fullmatch(r"(\d+)([dhm])", value.strip())
+    if not match:
+        raise click.BadParameter("use a number with d, h or m, e.g. 90d")
+    amount, unit = int(match[1]), match[2]
+    return timedelta(**{"d": {"days": amount}, "h": {"hours": amount}, "m": {"minutes": amount}}[unit])
+
+
+@events.command("prune")
+@click.option("--older-than", "older_than", required=True, help="Age such as 90d, 12h or 30m.")
+def prune(older_than: str):
+    """Delete events received longer ago than --older-than (a retention policy)."""
+    cutoff = datetime.now(timezone.utc) - _age(older_than)
+    removed = prune_events(cutoff)
+    click.echo(f"removed {removed} event(s) received before {cutoff.isoformat(timespec='seconds')}")
+
+
+def _since(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter("use an ISO 8601 date or time, e.g. 2026-11-01T00:00:00Z") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+@events.command("export")
+@click.option("--since", help="Only events received at or after this ISO 8601 time.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True)
+def export(since: str | None, fmt: str):
+    """Write stored events to stdout, oldest first."""
+    columns = ("event_id", "type", "flow_id", "received_at", "body")
+    writer = csv.writer(sys.stdout) if fmt == "csv" else None
+    if writer:
+        writer.writerow(columns)
+    for event in iter_events(_since(since)):
+        row = (event.event_id, event.event_type, event.flow_id, event.received_at.isoformat(), event.body)
+        if writer:
+            writer.writerow(row)
+        else:
+            record = dict(zip(columns, row, strict=True))
+            record["body"] = json.loads(event.body)
+            click.echo(json.dumps(record, ensure_ascii=False))
+
+
+@events.command("send-test")
+@click.option("--url", help="Where to post; default: PORTAL_PUBLIC_URL + the webhook path.")
+def send_test(url: str | None):
+    """Sign a sample event with the first configured secret and post it, to check a deployment."""
+    settings = _settings()
+    if not settings.webhook_secrets:
+        raise click.ClickException("FLOW_WEBHOOK_SECRETS is not set")
+    event_id = f"test-{uuid.uuid4()}"
+    now = datetime.now(timezone.utc)
+    body = json.dumps(
+        {
+            "id": event_id,
+            "type": "portal.test",
+            "timestamp": now.isoformat(),
+            "data": {"message": "test event from flask --app portal events send-test"},
+        }
+    )
+    headers = {"content-type": "application/json"} | _signature(settings, event_id, now, body)
+    target = url or settings.webhook_url
+    try:
+        answer = requests.post(target, data=body.encode(), headers=headers, timeout=10)
+    except requests.RequestException as error:
+        raise click.ClickException(f"cannot post to {target}: {type(error).__name__}") from None
+    if not 200 <= answer.status_code < 300:
+        raise click.ClickException(f"{target} answered {answer.status_code}: {answer.text[:200]}")
+    click.echo(f"delivered {event_id} to {target}: {answer.status_code}")
+
+
+def _signature(settings, event_id: str, now: datetime, body: str) -> dict:
+    secret = settings.webhook_secrets[0]
+    if settings.webhook_scheme == "standard-webhooks":
+        return {
+            "webhook-id": event_id,
+            "webhook-timestamp": str(int(now.timestamp())),
+            "webhook-signature": Webhook(secret).sign(event_id, now, body),
+        }
+    return {settings.webhook_header: "sha256=" + hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()}
+
+
+def init_app(app: Flask) -> None:
+    for command in (users, keys, events, check):
+        app.cli.add_command(command)

@@ -1,0 +1,75 @@
+"""Typed failures of the Flow Service the views can act on.
+
+Messages never carry a secret, a token or a request body: they are safe to log and to show.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str
+    message: str
+
+
+class FlowApiError(Exception):
+    """Base of every failure talking to the Flow Service or its identity provider."""
+
+    #: what a person is told, in one sentence
+    summary = "The Flow Service could not complete the request."
+    #: set by the transport when an idempotent request may be tried again
+    retryable = False
+
+    def __init__(
+        self, message: str = "", *, status: int | None = None, code: str | None = None, request_id: str | None = None
+    ):
+        super().__init__(message or self.summary)
+        self.status = status
+        self.code = code
+        self.request_id = request_id
+
+    @property
+    def support_code(self) -> str:
+        """The small print for support: upstream status, error code and request id."""
+        parts = [str(self.status) if self.status else None, self.code, self.request_id]
+        return " · ".join(part for part in parts if part)
+
+
+class Unauthorized(FlowApiError):
+    summary = "The portal's credentials for the Flow Service were refused."
+
+
+class InsufficientScope(FlowApiError):
+    summary = "The portal's credentials lack the scope this needs."
+
+
+class NotFound(FlowApiError):
+    summary = "No such flow."
+
+
+class ValidationFailed(FlowApiError):
+    summary = "The Flow Service rejected the input."
+
+    def __init__(self, message: str = "", *, details: list[FieldError] | None = None, **kwargs):
+        super().__init__(message, **kwargs)
+        self.details = details or []
+
+
+class RateLimited(FlowApiError):
+    summary = "The Flow Service asks us to slow down."
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None, **kwargs):
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
+class UpstreamUnavailable(FlowApiError):
+    summary = "The Flow Service is unavailable."
+
+
+class UpstreamTimeout(FlowApiError):
+    summary = "The Flow Service did not answer in time."
+
+
+class UpstreamProtocolError(FlowApiError):
+    summary = "The Flow Service sent an answer the portal cannot read."

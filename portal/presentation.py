@@ -1,0 +1,86 @@
+"""How values look to a person: masked national ids, local times, status badges."""
+
+import json
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
+
+from flask import Flask, current_app
+
+MASK = "•"
+VISIBLE_TAIL = 3
+STATUS_TONES = {
+    "Unopened": "neutral",
+    "Opened": "info",
+    "Accepted": "success",
+    "Rejected": "danger",
+    "active": "info",
+    "completed": "success",
+    "cancelled": "neutral",
+}
+
+
+def mask_national_id(value: str | None) -> str:
+    """All but the last three characters hidden: enough to tell two flows apart, not to identify."""
+    if not value:
+        return "—"
+    keep = value[-VISIBLE_TAIL:] if len(value) > VISIBLE_TAIL + 3 else ""
+    return MASK * (len(value) - len(keep)) + keep
+
+
+def mask_personal_data(document):
+    """A copy of a JSON document with every `nationalId` masked, for raw views."""
+    if isinstance(document, dict):
+        return {
+            key: mask_national_id(value)
+            if key == "nationalId" and isinstance(value, str)
+            else mask_personal_data(value)
+            for key, value in document.items()
+        }
+    if isinstance(document, list):
+        return [mask_personal_data(item) for item in document]
+    return document
+
+
+def pretty_json(document) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def local_time(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    if moment is None:
+        return "—"
+    zone = ZoneInfo(current_app.extensions["portal.settings"].timezone)
+    return moment.astimezone(zone).strftime(fmt)
+
+
+def utc_time(moment: datetime | None) -> str:
+    if moment is None:
+        return ""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def status_tone(status: str | None) -> str:
+    return STATUS_TONES.get(status or "", "neutral")
+
+
+def shown(value) -> str:
+    """A value as text, with "—" for a missing one."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return "Yes" if value else "No"
+    return str(value)
+
+
+def init_app(app: Flask) -> None:
+    app.add_template_filter(mask_national_id, "mask")
+    app.add_template_filter(local_time, "localtime")
+    app.add_template_filter(utc_time, "utctime")
+    app.add_template_filter(status_tone, "tone")
+    app.add_template_filter(shown, "shown")
+    app.add_template_filter(pretty_json, "pretty_json")
+    app.add_template_filter(mask_personal_data, "mask_personal")
+
+    @app.context_processor
+    def portal_context():
+        settings = current_app.extensions["portal.settings"]
+        return {"environment": settings.environment, "settings": settings}

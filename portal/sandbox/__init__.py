@@ -1,0 +1,82 @@
+"""The sandbox: a faithful stand-in for the Flow Service and its identity provider.
+
+Start it with `flask --app portal.sandbox run -p 8081`. It shares nothing with the portal but the
+spec and DESIGN.md, so the portal can be tested against it as against the remote service.
+"""
+
+import atexit
+import os
+import sys
+from collections.abc import Mapping
+
+from flask import Flask, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from . import api_views, control_views, faults_views, idp_views
+from .faults import FaultBoard
+from .identity import IdentityProvider
+from .runtime import ApiError, Runtime, api_error_response
+from .service import FlowService, seed_demo_flows
+from .settings import DEMO_ORGANIZATION, SandboxSettingsError, load_sandbox_settings
+from .state import FlowStore
+from .webhooks import WebhookSender
+
+DEMO_REDIRECT = "https://lender.example/consent-done"
+
+
+def create_app(config: Mapping | None = None) -> Flask:
+    """Build a sandbox; `config` replaces the environment (SANDBOX_* names) when given."""
+    app = Flask(__name__)
+    app.config["SECRET_KEY"] = os.urandom(32)
+    try:
+        settings = load_sandbox_settings(config)
+        app.extensions["flow_sandbox"] = _build_runtime(settings)
+    except SandboxSettingsError as error:
+        print(f"sandbox: configuration error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    _register_blueprints(app)
+    _register_error_handlers(app)
+    _announce(settings)
+    return app
+
+
+def _build_runtime(settings) -> Runtime:
+    service = FlowService(FlowStore())
+    if settings.seed:
+        seed_demo_flows(service, settings.seed, DEMO_ORGANIZATION, DEMO_REDIRECT)
+    sender = WebhookSender(
+        settings.webhook_secret,
+        attempts=settings.webhook_attempts,
+        backoff=settings.webhook_backoff,
+        timeout=settings.webhook_timeout,
+        on_exhausted=service.record_failed_delivery,
+    )
+    atexit.register(sender.close)
+    service.attach_sender(sender)
+    return Runtime(settings, IdentityProvider(settings), service, sender, FaultBoard())
+
+
+def _register_blueprints(app: Flask) -> None:
+    for module in (idp_views, api_views, faults_views, control_views):
+        app.register_blueprint(module.bp)
+
+
+def _register_error_handlers(app: Flask) -> None:
+    app.register_error_handler(ApiError, api_error_response)
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException):
+        if request.path.startswith("/consent/"):
+            return f"<!doctype html><title>{error.code}</title><h1>{error.name}</h1>", error.code
+        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(error.code, "bad_request")
+        return api_error_response(ApiError(error.code, code, error.description or error.name))
+
+    @app.errorhandler(Exception)
+    def unexpected(error: Exception):
+        app.logger.exception("sandbox: unexpected error")
+        return jsonify({"error": "server_error", "message": "Internal error", "details": []}), 500
+
+
+def _announce(settings) -> None:
+    if settings.uses_demo_webhook_secret:
+        print(f"sandbox: signing webhooks with the demo secret {settings.webhook_secret}", file=sys.stderr)

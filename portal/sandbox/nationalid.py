@@ -1,0 +1,45 @@
+"""National ids of the three service countries: which country a number belongs to, and is it valid.
+
+The service takes a bare `nationalId`, so the country (and with it the create scope) is read off
+the number's shape: Norway 11 digits, Sweden 10 or 12 digits with an optional `-`/`+`,
+Finland `DDMMYY` + century sign (`+`, `-`, `A`–`F`, `U`–`Y`) + 3 digits + a check character.
+"""
+
+import re
+
+from stdnum.exceptions import ValidationError
+from stdnum.fi import hetu
+from stdnum.no import fodselsnummer
+from stdnum.se import personnummer
+
+COUNTRY_VALIDATORS = {"no": fodselsnummer, "se": personnummer, "fi": hetu}
+
+_SHAPES = (
+    ("no", re.compile(r"\d{6} ?\d{5}")),
+    ("se", re.compile(r"(\d{2})?\d{6}[-+]?\d{4}")),
+    ("fi", re.compile(r"\d{6}[-+A-FU-Y]\d{3}[0-9A-Y]", re.IGNORECASE)),
+)
+
+
+class InvalidNationalId(ValueError):
+    """The number has no known shape or fails its country's checksum."""
+
+
+def country_of(national_id: str) -> str:
+    """Return the country code (`no`, `se`, `fi`) whose number shape `national_id` has."""
+    candidate = national_id.strip()
+    for country, shape in _SHAPES:
+        if shape.fullmatch(candidate):
+            return country
+    raise InvalidNationalId(
+        "not a Norwegian, Swedish or Finnish national id (expected 11 digits, YYMMDD-NNNN or DDMMYY-NNNC)"
+    )
+
+
+def normalize(national_id: str) -> tuple[str, str]:
+    """Validate the number and return `(country, compact number)`."""
+    country = country_of(national_id)
+    try:
+        return country, COUNTRY_VALIDATORS[country].validate(national_id.strip())
+    except ValidationError as error:
+        raise InvalidNationalId(f"invalid {country.upper()} national id: {error.message}") from None

@@ -1,0 +1,256 @@
+"""Every setting of DESIGN §2, read and validated in one place.
+
+A missing or malformed setting raises `SettingsError` whose message is one line naming it.
+Each secret may be given directly or as `NAME_FILE`, the path of a file that holds it.
+"""
+
+import base64
+import binascii
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+ENVIRONMENTS = ("test", "production")
+AUTH_MODES = ("client_credentials", "self_signed_jwt")
+WEBHOOK_SCHEMES = ("standard-webhooks", "hmac-sha256")
+TOKEN_AUTH_METHODS = ("client_secret_post", "client_secret_basic")
+COUNTRIES = {"no": "Norway", "se": "Sweden", "fi": "Finland"}
+_SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")  # RFC 6749 §3.3 scope-token
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message names it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    environment: str
+    api_url: str
+    auth_mode: str
+    token_url: str | None
+    client_id: str | None
+    client_secret: str | None = field(repr=False)
+    scopes: tuple[str, ...]
+    token_auth_method: str
+    token_leeway: int
+    jwt_private_key: Path | None
+    jwt_kid: str | None
+    jwt_issuer: str | None
+    jwt_audience: str | None
+    jwt_lifetime: int
+    connect_timeout: float
+    read_timeout: float
+    retries: int
+    retry_budget: float
+    webhook_secrets: tuple[str, ...] = field(repr=False)
+    webhook_scheme: str
+    webhook_header: str
+    webhook_path: str
+    webhook_max_bytes: int
+    secret_key: str = field(repr=False)
+    database_url: str
+    redis_url: str | None
+    public_url: str
+    redirect_url: str
+    timezone: str
+    oidc_issuer: str | None
+    oidc_client_id: str | None
+    oidc_client_secret: str | None = field(repr=False)
+    rejected_keep: int
+
+    @property
+    def create_countries(self) -> list[str]:
+        """Countries whose create scope is configured, in the order Norway, Sweden, Finland."""
+        if self.auth_mode == "self_signed_jwt":
+            return list(COUNTRIES)
+        return [code for code in COUNTRIES if f"loan-application:create:{code}" in self.scopes]
+
+    @property
+    def webhook_url(self) -> str:
+        return self.public_url.rstrip("/") + self.webhook_path
+
+    @property
+    def staff_sso_enabled(self) -> bool:
+        return bool(self.oidc_issuer)
+
+
+class _Reader:
+    """Reads raw values, with `NAME_FILE` for secrets, and turns problems into SettingsError."""
+
+    def __init__(self, env: Mapping):
+        self.env = env
+
+    def text(self, name: str, default: str | None = None, *, secret: bool = False) -> str | None:
+        value = self.env.get(name)
+        if secret and not value and self.env.get(f"{name}_FILE"):
+            path = self.env[f"{name}_FILE"]
+            try:
+                value = Path(path).read_text().strip()
+            except OSError as error:
+                raise SettingsError(f"{name}_FILE: cannot read {path} ({error.strerror})") from None
+        value = value.strip() if isinstance(value, str) else value
+        return value if value else default
+
+    def required(self, name: str, why: str = "", *, secret: bool = False) -> str:
+        value = self.text(name, secret=secret)
+        if not value:
+            raise SettingsError(f"{name} is required{why}")
+        return value
+
+    def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
+        value = self.text(name, default)
+        if value not in choices:
+            raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    def number(self, name: str, default, low, high, kind=int):
+        raw = self.text(name)
+        if raw is None:
+            return default
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+        if not low <= value <= high:
+            raise SettingsError(f"{name} must be from {low} to {high}, got {raw}")
+        return value
+
+    def url(self, name: str, default: str | None = None, *, required: bool = False) -> str | None:
+        value = self.required(name) if required else self.text(name, default)
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise SettingsError(f"{name} must be an absolute http(s) URL, got {value!r}")
+        return value.rstrip("/")
+
+
+def _token_url(read: _Reader) -> str:
+    explicit = read.url("FLOW_TOKEN_URL")
+    if explicit:
+        return explicit
+    oidc = read.url("FLOW_OIDC_URL", required=True)
+    realm = read.required("FLOW_REALM", " (or set FLOW_TOKEN_URL)")
+    return f"{oidc}/realms/{realm}/protocol/openid-connect/token"
+
+
+def _scopes(read: _Reader, required: bool) -> tuple[str, ...]:
+    scopes = tuple((read.text("FLOW_SCOPES") or "").split())
+    if required and not scopes:
+        raise SettingsError("FLOW_SCOPES is required: the identity provider needs the scopes to grant")
+    for scope in scopes:
+        if not _SCOPE.fullmatch(scope):
+            raise SettingsError(f"FLOW_SCOPES has an invalid scope {scope!r}")
+    return scopes
+
+
+def _jwt_key_path(read: _Reader) -> Path:
+    path = Path(read.required("FLOW_JWT_PRIVATE_KEY", " when FLOW_AUTH_MODE=self_signed_jwt"))
+    if not path.is_file():
+        raise SettingsError(f"FLOW_JWT_PRIVATE_KEY: no file at {path}")
+    return path
+
+
+def _webhook_secrets(read: _Reader, scheme: str) -> tuple[str, ...]:
+    raw = read.text("FLOW_WEBHOOK_SECRETS", "", secret=True)
+    secrets = tuple(part.strip() for part in raw.split(",") if part.strip())
+    if scheme == "standard-webhooks":
+        for index, secret in enumerate(secrets):
+            try:
+                if not secret.startswith("whsec_") or not base64.b64decode(secret[6:], validate=True):
+                    raise ValueError
+            except (ValueError, binascii.Error):
+                raise SettingsError(
+                    f"FLOW_WEBHOOK_SECRETS: secret #{index + 1} must be whsec_ followed by base64"
+                ) from None
+    return secrets
+
+
+def _timezone(read: _Reader) -> str:
+    name = read.text("PORTAL_TIMEZONE", "Europe/Oslo")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise SettingsError(f"PORTAL_TIMEZONE: unknown time zone {name!r}") from None
+    return name
+
+
+def _secret_key(read: _Reader, testing: bool) -> str:
+    key = read.text("PORTAL_SECRET_KEY", secret=True)
+    if not key and testing:
+        return "testing-only-secret-key"
+    if not key:
+        raise SettingsError("PORTAL_SECRET_KEY is required (a long random string)")
+    if len(key) < 16:
+        raise SettingsError("PORTAL_SECRET_KEY must be at least 16 characters")
+    return key
+
+
+def _webhook_path(read: _Reader) -> str:
+    path = read.text("FLOW_WEBHOOK_PATH", "/webhooks/flow")
+    if not re.fullmatch(r"(/[A-Za-z0-9._~-]+)+", path):
+        raise SettingsError(f"FLOW_WEBHOOK_PATH must be a path like /webhooks/flow, got {path!r}")
+    return path
+
+
+def _staff_sso(read: _Reader) -> tuple[str | None, str | None, str | None]:
+    issuer = read.url("PORTAL_OIDC_ISSUER")
+    if not issuer:
+        return None, None, None
+    why = " when PORTAL_OIDC_ISSUER is set"
+    return (
+        issuer,
+        read.required("PORTAL_OIDC_CLIENT_ID", why),
+        read.required("PORTAL_OIDC_CLIENT_SECRET", why, secret=True),
+    )
+
+
+def load_settings(env: Mapping | None = None, *, instance_path: str = "instance", testing=False) -> Settings:
+    """Build the settings from `env` (default: the process environment)."""
+    read = _Reader(os.environ if env is None else env)
+    auth_mode = read.choice("FLOW_AUTH_MODE", AUTH_MODES, "client_credentials")
+    uses_secret = auth_mode == "client_credentials"
+    webhook_scheme = read.choice("FLOW_WEBHOOK_SCHEME", WEBHOOK_SCHEMES, "standard-webhooks")
+    public_url = read.url("PORTAL_PUBLIC_URL", "http://127.0.0.1:5000")
+    why_secret = " when FLOW_AUTH_MODE=client_credentials"
+    why_jwt = " when FLOW_AUTH_MODE=self_signed_jwt"
+    oidc_issuer, oidc_client_id, oidc_client_secret = _staff_sso(read)
+    return Settings(
+        environment=read.choice("FLOW_ENVIRONMENT", ENVIRONMENTS, "test"),
+        api_url=read.url("FLOW_API_URL", required=True),
+        auth_mode=auth_mode,
+        token_url=_token_url(read) if uses_secret else None,
+        client_id=read.required("FLOW_CLIENT_ID", why_secret) if uses_secret else None,
+        client_secret=read.required("FLOW_CLIENT_SECRET", why_secret, secret=True) if uses_secret else None,
+        scopes=_scopes(read, required=uses_secret),
+        token_auth_method=read.choice("FLOW_TOKEN_AUTH_METHOD", TOKEN_AUTH_METHODS, "client_secret_post"),
+        token_leeway=read.number("FLOW_TOKEN_LEEWAY", 30, 0, 3600),
+        jwt_private_key=None if uses_secret else _jwt_key_path(read),
+        jwt_kid=None if uses_secret else read.required("FLOW_JWT_KID", why_jwt),
+        jwt_issuer=None if uses_secret else read.required("FLOW_JWT_ISSUER", why_jwt),
+        jwt_audience=None if uses_secret else read.required("FLOW_JWT_AUDIENCE", why_jwt),
+        jwt_lifetime=read.number("FLOW_JWT_LIFETIME", 60, 5, 3600),
+        connect_timeout=read.number("FLOW_CONNECT_TIMEOUT", 3.05, 0.01, 120, kind=float),
+        read_timeout=read.number("FLOW_READ_TIMEOUT", 10.0, 0.01, 600, kind=float),
+        retries=read.number("FLOW_RETRIES", 2, 0, 10),
+        retry_budget=read.number("FLOW_RETRY_BUDGET", 8.0, 0, 300, kind=float),
+        webhook_secrets=_webhook_secrets(read, webhook_scheme),
+        webhook_scheme=webhook_scheme,
+        webhook_header=read.text("FLOW_WEBHOOK_HEADER", "X-Flow-Signature"),
+        webhook_path=_webhook_path(read),
+        webhook_max_bytes=read.number("FLOW_WEBHOOK_MAX_BYTES", 256 * 1024, 1024, 16 * 1024 * 1024),
+        secret_key=_secret_key(read, testing),
+        database_url=read.text("PORTAL_DATABASE_URL", f"sqlite:///{Path(instance_path, 'portal.db').resolve()}"),
+        redis_url=read.text("PORTAL_REDIS_URL", secret=True),
+        public_url=public_url,
+        redirect_url=read.url("PORTAL_REDIRECT_URL", public_url + "/consent-complete"),
+        timezone=_timezone(read),
+        oidc_issuer=oidc_issuer,
+        oidc_client_id=oidc_client_id,
+        oidc_client_secret=oidc_client_secret,
+        rejected_keep=read.number("PORTAL_REJECTED_KEEP", 1000, 10, 1_000_000),
+    )

@@ -1,0 +1,52 @@
+"""Create-flow submissions, keyed by a token the form carries, so a resend never creates twice."""
+
+import time
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+
+from .extensions import db
+from .models import CreateSubmission
+
+WAIT_FOR_FIRST = 8.0  # seconds a resend waits for the first submission to finish
+
+
+class SubmissionInProgress(Exception):
+    """The same form is still being created by an earlier request."""
+
+
+def claim_submission(token: str, username: str) -> str | None:
+    """Claim the token for this request; if it was used before, the flow id it created."""
+    db.session.add(CreateSubmission(token=token, username=username))
+    try:
+        db.session.commit()
+        return None
+    except IntegrityError:
+        db.session.rollback()
+    return _wait_for_flow(token)
+
+
+def _wait_for_flow(token: str) -> str:
+    deadline = time.monotonic() + WAIT_FOR_FIRST
+    while time.monotonic() < deadline:
+        flow_id = db.session.scalar(select(CreateSubmission.flow_id).where(CreateSubmission.token == token))
+        db.session.rollback()  # end the read so the next look sees the other request's commit
+        if flow_id:
+            return flow_id
+        time.sleep(0.2)
+    raise SubmissionInProgress(token)
+
+
+def settle_submission(token: str, flow_id: str, reference_id: str | None) -> None:
+    db.session.execute(
+        update(CreateSubmission)
+        .where(CreateSubmission.token == token)
+        .values(flow_id=flow_id, reference_id=reference_id)
+    )
+    db.session.commit()
+
+
+def forget_submission(token: str) -> None:
+    """The create failed: free the token so the corrected form can be sent again."""
+    db.session.execute(delete(CreateSubmission).where(CreateSubmission.token == token))
+    db.session.commit()

@@ -1,0 +1,93 @@
+"""Staff sign-in (local accounts, optional OIDC single sign-on) and sign-out."""
+
+from urllib.parse import urlsplit
+
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_limiter.util import get_remote_address
+from flask_login import current_user, login_user, logout_user
+from sqlalchemy import select
+
+from ..auth_setup import oauth
+from ..extensions import db, limiter
+from ..forms import ConfirmForm, LoginForm
+from ..models import User, utc_now
+
+bp = Blueprint("auth", __name__)
+
+# Failed sign-ins only: a person who types their password right is never held up.
+FAILED_SIGN_IN_LIMITS = "5 per minute;20 per hour"
+
+
+def _attempt_key() -> str:
+    return f"{get_remote_address()}|{request.form.get('username', '').strip().lower()}"
+
+
+def _failed(response) -> bool:
+    return response.status_code != 302
+
+
+def safe_next(target: str | None) -> str:
+    """A local path to go on to after sign-in; anything pointing off-site becomes the flow list."""
+    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        parts = urlsplit(target)
+        if not parts.scheme and not parts.netloc:
+            return target
+    return url_for("flows.index")
+
+
+def _start_session(user: User, target: str | None):
+    user.last_login_at = utc_now()
+    db.session.commit()
+    login_user(user)
+    return redirect(safe_next(target))
+
+
+@bp.route("/login", methods=["GET", "POST"])
+@limiter.limit(FAILED_SIGN_IN_LIMITS, key_func=_attempt_key, methods=["POST"], deduct_when=_failed)
+@limiter.limit("100 per hour", methods=["POST"], deduct_when=_failed)
+def login():
+    """Sign in with a local account."""
+    if current_user.is_authenticated:
+        return redirect(safe_next(request.args.get("next")))
+    form = LoginForm(next=request.args.get("next", ""))
+    if form.validate_on_submit():
+        user = db.session.scalar(select(User).where(User.username == form.username.data.strip()))
+        if user and user.is_active and user.check_password(form.password.data):
+            return _start_session(user, form.next.data)
+        current_app.logger.info("failed sign-in for a username from %s", get_remote_address())
+        flash("Wrong username or password, or the account is disabled.", "danger")
+    return render_template("auth/login.html", form=form)
+
+
+@bp.post("/logout")
+def logout():
+    """Sign out (POST with CSRF, so no link or image can sign anyone out)."""
+    if ConfirmForm().validate_on_submit():
+        logout_user()
+        flash("You are signed out.", "info")
+    return redirect(url_for("auth.login"))
+
+
+@bp.get("/login/sso")
+def sso_start():
+    """Send the person to the staff identity provider."""
+    if not current_app.extensions["portal.settings"].staff_sso_enabled:
+        abort(404)
+    return oauth.staff.authorize_redirect(url_for("auth.sso_callback", _external=True))
+
+
+@bp.get("/login/sso/callback")
+def sso_callback():
+    """Sign in the staff member the identity provider vouches for, if an account links to them."""
+    if not current_app.extensions["portal.settings"].staff_sso_enabled:
+        abort(404)
+    try:
+        claims = oauth.staff.authorize_access_token().get("userinfo") or {}
+    except Exception:  # authlib raises several error types for a failed or forged callback
+        flash("Single sign-on failed. Try again or sign in with your portal account.", "danger")
+        return redirect(url_for("auth.login"))
+    user = db.session.scalar(select(User).where(User.sso_subject == str(claims.get("sub"))))
+    if not (user and user.is_active):
+        flash("Your single sign-on identity has no portal account. Ask an administrator.", "danger")
+        return redirect(url_for("auth.login"))
+    return _start_session(user, None)

@@ -1,0 +1,1 @@
+"""Webhooks from the Flow Service: signature schemes, the receiving endpoint, the event store."""

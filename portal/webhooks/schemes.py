@@ -1,0 +1,88 @@
+"""Webhook signature schemes: Standard Webhooks (default) and a plain hex HMAC-SHA256 header."""
+
+import binascii
+import hashlib
+import hmac
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
+
+STANDARD_HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
+_SIGNATURE_ENTRY = re.compile(r"v\d+,[A-Za-z0-9+/=_-]+")
+_HEX_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+class DeliveryRejected(Exception):
+    """Verification failed; `reason` is for the rejected-deliveries record, never for the sender."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Verified:
+    scheme: str
+    secret_index: int
+    message_id: str | None  # the scheme's own delivery id, when it has one
+
+
+def signature_headers(headers: Mapping, scheme: str, hmac_header: str) -> dict:
+    """The headers that matter for diagnosing a rejection."""
+    names = STANDARD_HEADERS if scheme == "standard-webhooks" else (hmac_header,)
+    return {name.lower(): headers.get(name) for name in names if headers.get(name) is not None}
+
+
+def verify_standard(body: bytes, headers: Mapping, secrets: tuple[str, ...]) -> Verified:
+    """Standard Webhooks: `v1,<base64 HMAC>` over `id.timestamp.body`, timestamp within 5 minutes."""
+    wanted = {name: headers.get(name, "") for name in STANDARD_HEADERS}
+    missing = [name for name, value in wanted.items() if not value]
+    if missing:
+        raise DeliveryRejected(f"missing header {', '.join(missing)}")
+    # The library gives up on the first malformed entry, even before a valid one: drop them first.
+    entries = [entry for entry in wanted["webhook-signature"].split() if _SIGNATURE_ENTRY.fullmatch(entry)]
+    if not entries:
+        raise DeliveryRejected("webhook-signature has no well-formed entry")
+    wanted["webhook-signature"] = " ".join(entries)
+    reason = "no secret matches the signature"
+    for index, secret in enumerate(secrets):
+        try:
+            Webhook(secret).verify(body, wanted, json_parse=False)
+            return Verified("standard-webhooks", index, wanted["webhook-id"])
+        except WebhookVerificationError as error:
+            reason = str(error)
+            if "timestamp" in reason.lower() or "header" in reason.lower():
+                break  # the same for every secret
+        except UnicodeDecodeError:
+            raise DeliveryRejected("body is not UTF-8") from None
+        except (ValueError, binascii.Error):
+            reason = "webhook-signature entry is not base64"
+    raise DeliveryRejected(reason)
+
+
+def verify_hmac_sha256(body: bytes, headers: Mapping, secrets: tuple[str, ...], header: str) -> Verified:
+    """Hex HMAC-SHA256 of the raw body in `header`, optionally prefixed `sha256=`."""
+    given = (headers.get(header) or "").strip()
+    if not given:
+        raise DeliveryRejected(f"missing header {header}")
+    digest = given.removeprefix("sha256=")
+    if not _HEX_SHA256.fullmatch(digest):
+        raise DeliveryRejected(f"{header} is not a hex SHA-256 digest")
+    for index, secret in enumerate(secrets):
+        expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        if hmac.compare_digest(expected, digest.lower()):
+            return Verified("hmac-sha256", index, None)
+    raise DeliveryRejected("no secret matches the signature")
+
+
+def verify_delivery(
+    body: bytes, headers: Mapping, *, scheme: str, secrets: tuple[str, ...], hmac_header: str
+) -> Verified:
+    if not secrets:
+        raise DeliveryRejected("no webhook secret is configured (FLOW_WEBHOOK_SECRETS)")
+    if scheme == "standard-webhooks":
+        return verify_standard(body, headers, secrets)
+    return verify_hmac_sha256(body, headers, secrets, hmac_header)

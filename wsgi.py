@@ -1,0 +1,3 @@
+from portal import create_app
+
+app = create_app()
