@@ -1,5 +1,6 @@
 """The sandbox's identity provider: client authentication, access tokens, bearer verification."""
 
+import math
 import secrets
 import threading
 import time
@@ -79,7 +80,7 @@ class IdentityProvider:
             "typ": "Bearer",
             "jti": str(uuid.uuid4()),
             "iat": int(now),
-            "exp": int(now) + real_lifetime,
+            "exp": math.ceil(now) + real_lifetime,
             "auth_time": now,
         }
         header = {"alg": "RS256", "typ": "JWT", "kid": self.signing_key.kid}

@@ -1,0 +1,303 @@
+"""The Flow API client against the sandbox over real HTTP: both auth modes, renewal, faults, hygiene."""
+
+import logging
+import threading
+import time
+
+import pytest
+import requests
+import responses
+from conftest import portal_config
+
+from portal.flowapi import (
+    FlowClient,
+    InsufficientScope,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+    UpstreamProtocolError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    ValidationFailed,
+    build_client,
+)
+from portal.flowapi.models import FlowDetail, FlowPage, FlowSummary
+from portal.settings import load_settings
+
+
+def make_client(sandbox_url, **overrides) -> FlowClient:
+    quick = {"FLOW_READ_TIMEOUT": "1", "FLOW_CONNECT_TIMEOUT": "1", "FLOW_RETRY_BUDGET": "3"}
+    config = portal_config(sandbox_url, "sqlite://", **(quick | overrides))
+    return build_client(load_settings(config, testing=True))
+
+
+@pytest.fixture
+def flow_client(sandbox) -> FlowClient:
+    return make_client(sandbox.url)
+
+
+@pytest.fixture
+def jwt_client(make_sandbox, trusted_keys_file, client_key):
+    sandbox = make_sandbox(SANDBOX_TRUSTED_KEYS=str(trusted_keys_file))
+    client = make_client(sandbox.url, FLOW_AUTH_MODE="self_signed_jwt", FLOW_JWT_PRIVATE_KEY=str(client_key.private_pem),
+                         FLOW_JWT_KID=client_key.kid, FLOW_JWT_ISSUER="lender", FLOW_JWT_AUDIENCE="flow-sandbox")
+    return sandbox, client
+
+
+def test_client_credentials_end_to_end(sandbox, flow_client):
+    created = flow_client.create_flow("15108695088", "Nordmann", "https://lender.example/done",
+                                      "https://lender.example/hooks")
+    assert created.reference_id.startswith("LA-")
+    page = flow_client.list_flows()
+    assert isinstance(page, FlowPage) and page.has_more is False
+    assert [item.id for item in page.items] == [created.flow_id]
+    assert page.items[0].status == "Unopened" and page.items[0].created_at is not None
+    detail = flow_client.get_flow(created.flow_id)
+    assert isinstance(detail, FlowDetail)
+    assert detail.flow_id == created.flow_id and detail.status == "active" and detail.version == 1
+    assert detail.data.national_id == "15108695088" and detail.data.webhook_url == "https://lender.example/hooks"
+    assert detail.reference_id == created.reference_id and detail.actions == ["read", "assign", "cancel"]
+    assert detail.raw["flow"]["flowId"] == created.flow_id
+
+
+def test_self_signed_jwt_end_to_end(jwt_client):
+    sandbox, client = jwt_client
+    created = client.create_flow("131052-308T", "Virtanen", "https://lender.example/done")
+    assert client.get_flow(created.flow_id).data.last_name == "Virtanen"
+    for _ in range(3):
+        assert client.list_flows().items[0].id == created.flow_id
+    assert sandbox.stats()["token_requests"] == 0, "a self-signed JWT needs no token endpoint"
+
+
+def test_paging_with_cursors(make_sandbox):
+    sandbox = make_sandbox(SANDBOX_SEED="25")
+    client = make_client(sandbox.url)
+    first = client.list_flows(limit=4)
+    second = client.list_flows(limit=4, starting_after=first.last_id)
+    back = client.list_flows(limit=4, ending_before=second.first_id)
+    assert [item.id for item in back.items] == [item.id for item in first.items]
+    archived = client.list_flows(limit=100, archived=True)
+    assert archived.items and all(item.id not in {i.id for i in first.items} for item in archived.items)
+
+
+def test_one_token_serves_many_calls(sandbox, flow_client):
+    for _ in range(25):
+        flow_client.list_flows(limit=1)
+    assert sandbox.stats()["token_requests"] == 1
+
+
+def test_sixteen_threads_on_a_cold_cache_fetch_one_token(sandbox, flow_client):
+    barrier, errors = threading.Barrier(16), []
+
+    def call():
+        barrier.wait()
+        try:
+            flow_client.list_flows(limit=1)
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=call) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert sandbox.stats()["token_requests"] == 1
+
+
+def test_a_revoked_token_is_renewed_transparently(sandbox, flow_client):
+    flow_client.list_flows()
+    sandbox.fault(mode="expire_tokens")
+    flow_client.list_flows()
+    flow_client.create_flow("15108695088", "Nordmann", "https://lender.example/done")
+    assert sandbox.stats()["token_requests"] == 2
+    assert sandbox.stats()["flows_created"] == 1
+
+
+def test_tokens_are_renewed_before_expiry(make_sandbox):
+    sandbox = make_sandbox(SANDBOX_TOKEN_LIFETIME="2")
+    client = make_client(sandbox.url, FLOW_TOKEN_LEEWAY="1")
+    client.list_flows()
+    client.list_flows()
+    assert sandbox.stats()["token_requests"] == 1
+    time.sleep(1.2)
+    client.list_flows()
+    assert sandbox.stats()["token_requests"] == 2
+
+
+def test_early_expiring_tokens_are_renewed_on_401(sandbox, flow_client):
+    sandbox.fault(mode="expire_tokens", lifetime=1)
+    flow_client.list_flows()
+    time.sleep(2.1)
+    flow_client.list_flows()
+    assert sandbox.stats()["token_requests"] == 2
+
+
+def test_a_401_that_persists_surfaces_after_one_renewal(jwt_client, client_key, make_sandbox):
+    other = make_sandbox()  # trusts no client key
+    client = make_client(other.url, FLOW_AUTH_MODE="self_signed_jwt", FLOW_JWT_PRIVATE_KEY=str(client_key.private_pem),
+                         FLOW_JWT_KID=client_key.kid, FLOW_JWT_ISSUER="lender", FLOW_JWT_AUDIENCE="flow-sandbox")
+    with pytest.raises(Unauthorized) as raised:
+        client.list_flows()
+    assert raised.value.status == 401 and raised.value.code == "unauthorized"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error", "code"),
+    [
+        ({"FLOW_CLIENT_ID": "nobody"}, Unauthorized, "invalid_client"),
+        ({"FLOW_CLIENT_SECRET": "wrong"}, Unauthorized, "unauthorized_client"),
+        ({"FLOW_SCOPES": "loan-application:create:dk"}, InsufficientScope, "invalid_scope"),
+    ],
+)
+def test_token_errors_are_typed(sandbox, overrides, error, code):
+    with pytest.raises(error) as raised:
+        make_client(sandbox.url, **overrides).list_flows()
+    assert raised.value.code == code
+
+
+def test_api_errors_are_typed(sandbox, flow_client):
+    with pytest.raises(NotFound):
+        flow_client.get_flow("00000000-0000-4000-8000-000000000000")
+    with pytest.raises(ValidationFailed) as raised:
+        flow_client.create_flow("15108695089", "", "/relative")
+    assert {detail.field for detail in raised.value.details} == {"nationalId", "lastName", "redirectUrl"}
+    with pytest.raises(ValidationFailed):
+        flow_client.list_flows(starting_after="missing")
+    narrow = make_client(sandbox.url, FLOW_SCOPES="loan-application:create:se")
+    with pytest.raises(InsufficientScope):
+        narrow.create_flow("15108695088", "Nordmann", "https://lender.example/done")
+
+
+def test_get_is_retried_through_transient_5xx(sandbox, flow_client):
+    flow_client.list_flows()
+    sandbox.fault(mode="error", status=503, count=2)
+    assert flow_client.list_flows().has_more is False
+
+
+def test_persistent_5xx_is_upstream_unavailable_within_the_budget(sandbox, flow_client):
+    flow_client.list_flows()
+    sandbox.fault(mode="error", status=502)
+    started = time.monotonic()
+    with pytest.raises(UpstreamUnavailable) as raised:
+        flow_client.list_flows()
+    assert time.monotonic() - started < 3.5
+    assert raised.value.status == 502 and raised.value.request_id
+
+
+def test_429_honours_retry_after(sandbox, flow_client):
+    flow_client.list_flows()
+    sandbox.fault(mode="rate_limit", retry_after=1, count=1)
+    started = time.monotonic()
+    flow_client.list_flows()
+    assert time.monotonic() - started >= 1.0
+
+
+def test_429_beyond_the_budget_surfaces_as_rate_limited(sandbox, flow_client):
+    flow_client.list_flows()
+    sandbox.fault(mode="rate_limit", retry_after=60)
+    started = time.monotonic()
+    with pytest.raises(RateLimited) as raised:
+        flow_client.list_flows()
+    assert raised.value.retry_after == 60
+    assert time.monotonic() - started < 1.0
+
+
+def test_timeout_is_upstream_timeout_within_the_read_timeout(sandbox, flow_client):
+    flow_client.list_flows()
+    sandbox.fault(mode="timeout", seconds=5, count=1)
+    started = time.monotonic()
+    with pytest.raises(UpstreamTimeout):
+        flow_client.list_flows()
+    assert time.monotonic() - started < 2.5
+
+
+def test_a_post_is_not_repeated_after_a_timeout(sandbox, flow_client):
+    flow_client.list_flows()
+    sandbox.fault(mode="timeout", seconds=1.5)
+    with pytest.raises(UpstreamTimeout):
+        flow_client.create_flow("15108695088", "Nordmann", "https://lender.example/done")
+    time.sleep(2)
+    requests.delete(f"{sandbox.url}/sandbox/faults", timeout=5)
+    assert sandbox.stats()["flows_created"] == 1, "the held request went through once, and was not sent again"
+
+
+def test_a_post_is_not_retried_on_503(sandbox, flow_client):
+    flow_client.list_flows()
+    sandbox.fault(mode="error", status=503, count=1)
+    with pytest.raises(UpstreamUnavailable):
+        flow_client.create_flow("15108695088", "Nordmann", "https://lender.example/done")
+    assert sandbox.stats()["flows_created"] == 0
+    assert flow_client.list_flows().items == []
+
+
+def test_malformed_json_is_a_protocol_error(sandbox, flow_client):
+    flow_client.list_flows()
+    sandbox.fault(mode="malformed", count=1)
+    with pytest.raises(UpstreamProtocolError):
+        flow_client.list_flows()
+
+
+def test_latency_within_the_timeout_is_fine(sandbox, flow_client):
+    sandbox.fault(mode="latency", ms=200, count=2)
+    assert flow_client.list_flows().items == []
+
+
+def test_unreachable_service_is_upstream_unavailable(sandbox):
+    client = make_client("http://127.0.0.1:9", FLOW_TOKEN_URL=sandbox.token_url, FLOW_RETRY_BUDGET="0.5")
+    with pytest.raises(UpstreamUnavailable):
+        client.list_flows()
+    with pytest.raises(UpstreamUnavailable):
+        make_client("http://127.0.0.1:9").list_flows()
+
+
+@responses.activate
+def test_non_json_error_page_from_a_proxy_is_handled():
+    # A gateway's HTML 502 cannot be produced by the sandbox; everything else here is real.
+    responses.add(responses.POST, "http://flow.invalid/realms/sandbox/protocol/openid-connect/token",
+                  json={"access_token": "t", "expires_in": 300, "token_type": "Bearer"})
+    responses.add(responses.GET, "http://flow.invalid/api/flows", body="<html>Bad gateway</html>", status=502,
+                  content_type="text/html")
+    client = make_client("http://flow.invalid", FLOW_RETRIES="0")
+    with pytest.raises(UpstreamUnavailable) as raised:
+        client.list_flows()
+    assert raised.value.code == "http_502"
+
+
+def test_every_call_carries_a_request_id(sandbox, flow_client, caplog):
+    caplog.set_level(logging.INFO, logger="portal.flowapi")
+    flow_client.list_flows()
+    flow_client.list_flows()
+    ids = [record.args[-1] for record in caplog.records if record.msg.startswith("flowapi: %s %s ->")]
+    assert len(ids) == 2 and len(set(ids)) == 2
+
+
+def test_secrets_tokens_and_national_ids_never_reach_the_log(sandbox, caplog):
+    caplog.set_level(logging.DEBUG)
+    client = make_client(sandbox.url)
+    client.create_flow("15108695088", "Nordmann", "https://lender.example/done")
+    with pytest.raises(ValidationFailed) as raised:
+        client.create_flow("15108695089", "Nordmann", "https://lender.example/done")
+    sandbox.fault(mode="expire_tokens")
+    client.list_flows()
+    token = client.provider.token()
+    text = caplog.text + str(raised.value) + " ".join(detail.message for detail in raised.value.details)
+    assert "demo-secret" not in text
+    assert token not in text
+    assert "15108695088" not in text and "15108695089" not in text
+    assert "flowapi: GET /api/flows -> 401" in caplog.text, "the log is really captured"
+
+
+def test_models_tolerate_missing_and_unknown_fields():
+    page = FlowPage.from_json({"data": [{"id": "a", "surprise": 1}], "extra": True})
+    assert page.has_more is False and page.items[0].status is None and page.items[0].national_id is None
+    detail = FlowDetail.from_json({"flow": {"flowId": "a", "incidents": {"i": {"message": "m"}}, "actions": "x"}})
+    assert detail.version is None and detail.incidents[0].id == "i" and detail.actions == []
+    assert detail.data.national_id is None and detail.created_at is None
+    summary = FlowSummary.from_json({"id": "b", "createdAt": "not a date"})
+    assert summary.created_at is None
+    for broken in ([], {"data": "x"}, {"data": [{}]}, {"data": [5]}):
+        with pytest.raises(UpstreamProtocolError):
+            FlowPage.from_json(broken)
+    with pytest.raises(UpstreamProtocolError):
+        FlowDetail.from_json({"flow": {}})
