@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import requests
 from flask import Flask, current_app
-from flask.cli import AppGroup
+from flask.cli import AppGroup, with_appcontext
 from joserfc.jwk import RSAKey
 from sqlalchemy import select
 from standardwebhooks import Webhook
@@ -159,6 +159,7 @@ def _diagnosis(error: FlowApiError) -> str:
 
 
 @click.command("check")
+@with_appcontext
 def check():
     """Fetch a token and one page of flows; print OK or a one-line diagnosis."""
     settings = _settings()

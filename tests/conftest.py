@@ -62,8 +62,16 @@ class Sandbox:
         return f"{self.url}/realms/sandbox/protocol/openid-connect/token"
 
     def token(self, scope: str = ALL_CREATE_SCOPES, client=("demo-client", "demo-secret")) -> str:
-        answer = requests.post(self.token_url, data={"grant_type": "client_credentials", "client_id": client[0],
-                                                     "client_secret": client[1], "scope": scope}, timeout=5)
+        answer = requests.post(
+            self.token_url,
+            data={
+                "grant_type": "client_credentials",
+                "client_id": client[0],
+                "client_secret": client[1],
+                "scope": scope,
+            },
+            timeout=5,
+        )
         answer.raise_for_status()
         return answer.json()["access_token"]
 
@@ -74,8 +82,7 @@ class Sandbox:
         return requests.request(method, self.url + path, headers=headers, timeout=10, **kwargs)
 
     def create(self, national_id="15108695088", last_name="Nordmann", token=None, **extra) -> dict:
-        body = {"nationalId": national_id, "lastName": last_name, "redirectUrl": "https://lender.example/done",
-                **extra}
+        body = {"nationalId": national_id, "lastName": last_name, "redirectUrl": "https://lender.example/done", **extra}
         answer = self.api("POST", "/api/flows", token, json=body)
         assert answer.status_code == 201, answer.text
         return answer.json()
@@ -172,6 +179,7 @@ def sqlite_url(tmp_path) -> str:
 
 # -- the portal --------------------------------------------------------------------------------
 
+
 def portal_config(sandbox_url: str, database: str, **overrides) -> dict:
     return {
         "TESTING": True,
@@ -234,7 +242,9 @@ def make_user(app):
 
     def create(role="viewer", username=None, disabled=False):
         with app.app_context():
-            user = User(username=username or f"{role}-user", role=role, disabled=disabled)
+            taken = db.session.query(User).filter(User.username.like(f"{role}-user%")).count()
+            default = f"{role}-user" + (f"-{taken + 1}" if taken else "")
+            user = User(username=username or default, role=role, disabled=disabled)
             user.set_password(PASSWORD)
             db.session.add(user)
             db.session.commit()
@@ -248,10 +258,11 @@ def sign_in(client, username: str, password: str = PASSWORD, next_url: str = "")
 
 
 @pytest.fixture
-def signed_in(client, make_user):
-    """A test client signed in with the given role: `signed_in("operator")`."""
+def signed_in(app, make_user):
+    """A new test client signed in with the given role: `signed_in("operator")`."""
 
     def as_role(role="viewer"):
+        client = app.test_client()
         answer = sign_in(client, make_user(role))
         assert answer.status_code == 302, answer.text
         return client

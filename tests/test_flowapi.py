@@ -39,14 +39,21 @@ def flow_client(sandbox) -> FlowClient:
 @pytest.fixture
 def jwt_client(make_sandbox, trusted_keys_file, client_key):
     sandbox = make_sandbox(SANDBOX_TRUSTED_KEYS=str(trusted_keys_file))
-    client = make_client(sandbox.url, FLOW_AUTH_MODE="self_signed_jwt", FLOW_JWT_PRIVATE_KEY=str(client_key.private_pem),
-                         FLOW_JWT_KID=client_key.kid, FLOW_JWT_ISSUER="lender", FLOW_JWT_AUDIENCE="flow-sandbox")
+    client = make_client(
+        sandbox.url,
+        FLOW_AUTH_MODE="self_signed_jwt",
+        FLOW_JWT_PRIVATE_KEY=str(client_key.private_pem),
+        FLOW_JWT_KID=client_key.kid,
+        FLOW_JWT_ISSUER="lender",
+        FLOW_JWT_AUDIENCE="flow-sandbox",
+    )
     return sandbox, client
 
 
 def test_client_credentials_end_to_end(sandbox, flow_client):
-    created = flow_client.create_flow("15108695088", "Nordmann", "https://lender.example/done",
-                                      "https://lender.example/hooks")
+    created = flow_client.create_flow(
+        "15108695088", "Nordmann", "https://lender.example/done", "https://lender.example/hooks"
+    )
     assert created.reference_id.startswith("LA-")
     page = flow_client.list_flows()
     assert isinstance(page, FlowPage) and page.has_more is False
@@ -135,8 +142,14 @@ def test_early_expiring_tokens_are_renewed_on_401(sandbox, flow_client):
 
 def test_a_401_that_persists_surfaces_after_one_renewal(jwt_client, client_key, make_sandbox):
     other = make_sandbox()  # trusts no client key
-    client = make_client(other.url, FLOW_AUTH_MODE="self_signed_jwt", FLOW_JWT_PRIVATE_KEY=str(client_key.private_pem),
-                         FLOW_JWT_KID=client_key.kid, FLOW_JWT_ISSUER="lender", FLOW_JWT_AUDIENCE="flow-sandbox")
+    client = make_client(
+        other.url,
+        FLOW_AUTH_MODE="self_signed_jwt",
+        FLOW_JWT_PRIVATE_KEY=str(client_key.private_pem),
+        FLOW_JWT_KID=client_key.kid,
+        FLOW_JWT_ISSUER="lender",
+        FLOW_JWT_AUDIENCE="flow-sandbox",
+    )
     with pytest.raises(Unauthorized) as raised:
         client.list_flows()
     assert raised.value.status == 401 and raised.value.code == "unauthorized"
@@ -254,10 +267,18 @@ def test_unreachable_service_is_upstream_unavailable(sandbox):
 @responses.activate
 def test_non_json_error_page_from_a_proxy_is_handled():
     # A gateway's HTML 502 cannot be produced by the sandbox; everything else here is real.
-    responses.add(responses.POST, "http://flow.invalid/realms/sandbox/protocol/openid-connect/token",
-                  json={"access_token": "t", "expires_in": 300, "token_type": "Bearer"})
-    responses.add(responses.GET, "http://flow.invalid/api/flows", body="<html>Bad gateway</html>", status=502,
-                  content_type="text/html")
+    responses.add(
+        responses.POST,
+        "http://flow.invalid/realms/sandbox/protocol/openid-connect/token",
+        json={"access_token": "t", "expires_in": 300, "token_type": "Bearer"},
+    )
+    responses.add(
+        responses.GET,
+        "http://flow.invalid/api/flows",
+        body="<html>Bad gateway</html>",
+        status=502,
+        content_type="text/html",
+    )
     client = make_client("http://flow.invalid", FLOW_RETRIES="0")
     with pytest.raises(UpstreamUnavailable) as raised:
         client.list_flows()

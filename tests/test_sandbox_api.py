@@ -52,8 +52,9 @@ def test_cursor_walk_forwards_and_backwards_yields_every_flow_once(make_sandbox)
     for archived in (False, True):
         forwards = walk(sandbox, token, archived=archived)
         assert len(forwards) == len(set(forwards))
-        everything = sandbox.api("GET", "/api/flows", token,
-                                 params={"limit": 100, "archived": str(archived).lower()}).json()
+        everything = sandbox.api(
+            "GET", "/api/flows", token, params={"limit": 100, "archived": str(archived).lower()}
+        ).json()
         assert forwards == [item["id"] for item in everything["data"]]
         backwards = walk(sandbox, token, archived=archived, backwards_from=forwards[-1])
         assert backwards == forwards[:-1]
@@ -89,9 +90,17 @@ def test_archived_lists_only_archived_flows(sandbox):
 
 @pytest.mark.parametrize(
     ("query", "field"),
-    [("limit=0", "limit"), ("limit=101", "limit"), ("limit=abc", "limit"), ("limit=-1", "limit"),
-     ("limit=%C2%B2", "limit"), ("archived=yes", "archived"), ("starting_after=nope", "starting_after"),
-     ("ending_before=nope", "ending_before"), ("starting_after=a&ending_before=b", "starting_after")],
+    [
+        ("limit=0", "limit"),
+        ("limit=101", "limit"),
+        ("limit=abc", "limit"),
+        ("limit=-1", "limit"),
+        ("limit=%C2%B2", "limit"),
+        ("archived=yes", "archived"),
+        ("starting_after=nope", "starting_after"),
+        ("ending_before=nope", "ending_before"),
+        ("starting_after=a&ending_before=b", "starting_after"),
+    ],
 )
 def test_list_parameters_are_validated(sandbox, query, field):
     answer = sandbox.api("GET", f"/api/flows?{query}")
@@ -124,21 +133,31 @@ def test_create_and_retrieve_every_field(sandbox):
         assert flow["referenceId"] == created["referenceId"] == f"LA-{flow['flowNumber']}"
         assert flow["referenceName"] is None and flow["versionTag"] is None
         assert flow["sandbox"] is True and isinstance(flow["sandboxConfig"], dict)
-        assert flow["data"] == {"nationalId": "15108695088", "lastName": "Nordmann",
-                                "redirectUrl": "https://lender.example/done",
-                                "webhookUrl": "https://lender.example/hooks", "organizationNumber": "914387825"}
+        assert flow["data"] == {
+            "nationalId": "15108695088",
+            "lastName": "Nordmann",
+            "redirectUrl": "https://lender.example/done",
+            "webhookUrl": "https://lender.example/hooks",
+            "organizationNumber": "914387825",
+        }
         assert flow["actions"] == ["read", "assign", "cancel"]
     tasks = sandbox.api("GET", f"/api/tasks?flowId={flow_id}").json()["data"]
     assert tasks == [{"flowId": flow_id, "taskType": "consent", "status": "pending"}]
 
 
-@pytest.mark.parametrize(("national_id", "scope"), [("15108695088", "no"), ("811218-9876", "se"),
-                                                    ("19701231-9872", "se"), ("131052-308T", "fi")])
+@pytest.mark.parametrize(
+    ("national_id", "scope"),
+    [("15108695088", "no"), ("811218-9876", "se"), ("19701231-9872", "se"), ("131052-308T", "fi")],
+)
 def test_create_needs_the_scope_of_the_ids_country(sandbox, national_id, scope):
     other = {"no": "se", "se": "fi", "fi": "no"}[scope]
     without = sandbox.token(scope=f"loan-application:create:{other}")
-    answer = sandbox.api("POST", "/api/flows", without, json={"nationalId": national_id, "lastName": "X",
-                                                              "redirectUrl": "https://a.example/"})
+    answer = sandbox.api(
+        "POST",
+        "/api/flows",
+        without,
+        json={"nationalId": national_id, "lastName": "X", "redirectUrl": "https://a.example/"},
+    )
     assert answer.status_code == 403
     assert answer.json()["error"] == "insufficient_scope"
     sandbox.create(national_id=national_id, token=sandbox.token(scope=f"loan-application:create:{scope}"))
@@ -202,8 +221,9 @@ def test_missing_and_bad_tokens_are_401(sandbox):
 
 def test_another_organizations_flow_is_404(make_sandbox, tmp_path):
     clients = tmp_path / "clients.json"
-    clients.write_text(json.dumps([{"client_id": "other", "client_secret": "other-secret",
-                                    "organization": "other-org"}]))
+    clients.write_text(
+        json.dumps([{"client_id": "other", "client_secret": "other-secret", "organization": "other-org"}])
+    )
     sandbox = make_sandbox(SANDBOX_CLIENTS=str(clients))
     flow_id = sandbox.create()["flowId"]
     other = sandbox.token(client=("other", "other-secret"))

@@ -25,8 +25,9 @@ def test_the_consent_page_opens_then_answers_and_redirects(sandbox, button, stat
     assert listed_status(sandbox, flow_id) == "Opened"
     assert flow(sandbox, flow_id)["version"] == 2
     csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', page.text)[1]
-    answer = browser.post(f"{sandbox.url}/consent/{flow_id}", data={"csrf_token": csrf, button: "x"},
-                          allow_redirects=False, timeout=5)
+    answer = browser.post(
+        f"{sandbox.url}/consent/{flow_id}", data={"csrf_token": csrf, button: "x"}, allow_redirects=False, timeout=5
+    )
     assert answer.status_code == 303
     assert answer.headers["Location"] == "https://lender.example/done"
     assert listed_status(sandbox, flow_id) == status
@@ -39,8 +40,7 @@ def test_the_consent_page_opens_then_answers_and_redirects(sandbox, button, stat
 def test_the_consent_form_needs_its_csrf_token(sandbox):
     flow_id = sandbox.create()["flowId"]
     requests.get(f"{sandbox.url}/consent/{flow_id}", timeout=5)
-    forged = requests.post(f"{sandbox.url}/consent/{flow_id}", data={"accept": "x"}, allow_redirects=False,
-                           timeout=5)
+    forged = requests.post(f"{sandbox.url}/consent/{flow_id}", data={"accept": "x"}, allow_redirects=False, timeout=5)
     assert forged.status_code == 200
     assert listed_status(sandbox, flow_id) == "Opened"
 

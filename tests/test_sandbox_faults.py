@@ -55,9 +55,16 @@ def test_expire_tokens_revokes_issued_tokens(sandbox):
 def test_expire_tokens_with_lifetime_makes_new_tokens_die_early(sandbox):
     sandbox.fault(mode="expire_tokens", lifetime=1)
     token = sandbox.token()
-    answer = requests.post(sandbox.token_url, data={"grant_type": "client_credentials", "client_id": "demo-client",
-                                                    "client_secret": "demo-secret", "scope": "loan-application:create:no"},
-                           timeout=5)
+    answer = requests.post(
+        sandbox.token_url,
+        data={
+            "grant_type": "client_credentials",
+            "client_id": "demo-client",
+            "client_secret": "demo-secret",
+            "scope": "loan-application:create:no",
+        },
+        timeout=5,
+    )
     assert answer.json()["expires_in"] == 300
     assert sandbox.api("GET", "/api/flows", token).status_code == 200
     time.sleep(2.1)
@@ -80,9 +87,19 @@ def test_faults_are_listed_and_cleared(sandbox):
     assert sandbox.api("GET", "/api/flows").status_code == 200
 
 
-@pytest.mark.parametrize("spec", [{"mode": "explode"}, {"mode": "error", "status": 404}, {"mode": "latency", "ms": -1},
-                                  {"mode": "error", "target": "db"}, {"mode": "error", "count": 0}, [], None,
-                                  {"mode": "error", "status": True}])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"mode": "explode"},
+        {"mode": "error", "status": 404},
+        {"mode": "latency", "ms": -1},
+        {"mode": "error", "target": "db"},
+        {"mode": "error", "count": 0},
+        [],
+        None,
+        {"mode": "error", "status": True},
+    ],
+)
 def test_bad_fault_descriptions_are_400(sandbox, spec):
     answer = requests.post(f"{sandbox.url}/sandbox/faults", json=spec, timeout=5)
     assert answer.status_code == 400

@@ -11,11 +11,16 @@ SCOPE = "loan-application:create:no"
 
 
 def token_request(sandbox, path=None, auth=None, **form):
-    data = {"grant_type": "client_credentials", "client_id": "demo-client", "client_secret": "demo-secret",
-            "scope": SCOPE} | form
+    data = {
+        "grant_type": "client_credentials",
+        "client_id": "demo-client",
+        "client_secret": "demo-secret",
+        "scope": SCOPE,
+    } | form
     data = {key: value for key, value in data.items() if value is not None}
-    return requests.post(sandbox.url + (path or "/realms/sandbox/protocol/openid-connect/token"),
-                         data=data, auth=auth, timeout=5)
+    return requests.post(
+        sandbox.url + (path or "/realms/sandbox/protocol/openid-connect/token"), data=data, auth=auth, timeout=5
+    )
 
 
 def test_token_answer_has_keycloak_shape_and_verifies_with_jwks(sandbox):
@@ -40,8 +45,9 @@ def test_token_answer_has_keycloak_shape_and_verifies_with_jwks(sandbox):
 
 
 def test_basic_authentication_and_oauth2_alias(sandbox):
-    answer = token_request(sandbox, "/oauth2/token", auth=("demo-client", "demo-secret"),
-                           client_id=None, client_secret=None)
+    answer = token_request(
+        sandbox, "/oauth2/token", auth=("demo-client", "demo-secret"), client_id=None, client_secret=None
+    )
     assert answer.status_code == 200
     assert sandbox.api("GET", "/api/flows", answer.json()["access_token"]).status_code == 200
 
@@ -83,16 +89,22 @@ def test_token_errors(sandbox, form, auth, status, error):
 
 def test_scope_outside_a_clients_allowance_is_invalid_scope(make_sandbox, tmp_path):
     clients = tmp_path / "clients.json"
-    clients.write_text(json.dumps([{"client_id": "narrow", "client_secret": "narrow-secret",
-                                    "organization": "other-org", "scopes": [SCOPE]}]))
+    clients.write_text(
+        json.dumps(
+            [{"client_id": "narrow", "client_secret": "narrow-secret", "organization": "other-org", "scopes": [SCOPE]}]
+        )
+    )
     sandbox = make_sandbox(SANDBOX_CLIENTS=str(clients))
     ok = token_request(sandbox, client_id="narrow", client_secret="narrow-secret")
     assert ok.status_code == 200
-    refused = token_request(sandbox, client_id="narrow", client_secret="narrow-secret",
-                            scope=f"{SCOPE} loan-application:create:se")
+    refused = token_request(
+        sandbox, client_id="narrow", client_secret="narrow-secret", scope=f"{SCOPE} loan-application:create:se"
+    )
     assert refused.status_code == 400
-    assert refused.json() == {"error": "invalid_scope",
-                              "error_description": f"Invalid scopes: {SCOPE} loan-application:create:se"}
+    assert refused.json() == {
+        "error": "invalid_scope",
+        "error_description": f"Invalid scopes: {SCOPE} loan-application:create:se",
+    }
 
 
 def test_token_request_must_be_form_encoded(sandbox):
@@ -102,8 +114,11 @@ def test_token_request_must_be_form_encoded(sandbox):
 
 
 def test_unknown_realm_is_404(sandbox):
-    answer = requests.post(f"{sandbox.url}/realms/other/protocol/openid-connect/token",
-                           data={"grant_type": "client_credentials"}, timeout=5)
+    answer = requests.post(
+        f"{sandbox.url}/realms/other/protocol/openid-connect/token",
+        data={"grant_type": "client_credentials"},
+        timeout=5,
+    )
     assert answer.status_code == 404
     assert requests.get(f"{sandbox.url}/realms/other/protocol/openid-connect/certs", timeout=5).status_code == 404
 

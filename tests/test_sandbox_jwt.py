@@ -18,8 +18,7 @@ def jwt_sandbox(make_sandbox, trusted_keys_file):
 
 def claims(**changes):
     now = int(time.time())
-    base = {"iss": "lender", "aud": "flow-sandbox", "jti": str(uuid.uuid4()), "iat": now, "nbf": now,
-            "exp": now + 60}
+    base = {"iss": "lender", "aud": "flow-sandbox", "jti": str(uuid.uuid4()), "iat": now, "nbf": now, "exp": now + 60}
     return {key: value for key, value in (base | changes).items() if value is not None}
 
 
@@ -29,8 +28,9 @@ def sign(client_key, body, kid=None, key=None):
 
 
 def test_provider_jwt_is_accepted_and_sees_its_flows(jwt_sandbox, client_key):
-    provider = SelfSignedJwtProvider(private_key=client_key.private_pem, kid=client_key.kid, issuer="lender",
-                                     audience="flow-sandbox", lifetime=60)
+    provider = SelfSignedJwtProvider(
+        private_key=client_key.private_pem, kid=client_key.kid, issuer="lender", audience="flow-sandbox", lifetime=60
+    )
     token = provider.token()
     header = jwt.decode(token, RSAKey.import_key(client_key.jwks["keys"][0])).header
     assert header == {"alg": "RS256", "typ": "JWT", "kid": client_key.kid}
@@ -62,8 +62,18 @@ def test_a_jwt_is_accepted_once(jwt_sandbox, client_key):
         claims(iat=int(time.time()) + 120),
         claims(iat=None),
     ],
-    ids=["wrong-aud", "no-aud", "no-iss", "no-jti", "expired", "no-exp", "not-yet-valid", "no-nbf",
-         "issued-in-future", "no-iat"],
+    ids=[
+        "wrong-aud",
+        "no-aud",
+        "no-iss",
+        "no-jti",
+        "expired",
+        "no-exp",
+        "not-yet-valid",
+        "no-nbf",
+        "issued-in-future",
+        "no-iat",
+    ],
 )
 def test_bad_claims_are_refused(jwt_sandbox, client_key, body):
     answer = jwt_sandbox.api("GET", "/api/flows", sign(client_key, body))

@@ -1,0 +1,148 @@
+"""The command line: keys, check (with each diagnosis), users."""
+
+import json
+import stat
+
+import pytest
+from conftest import PASSWORD, migrated, portal_config
+from joserfc.jwk import RSAKey
+
+from portal import create_app
+
+
+@pytest.fixture
+def cli_app(sandbox, sqlite_url):
+    def build(**overrides):
+        return migrated(create_app(portal_config(sandbox.url, sqlite_url, **overrides)))
+
+    return build
+
+
+def invoke(app, *args, input=None):
+    return app.test_cli_runner().invoke(args=list(args), input=input)
+
+
+# -- keys --------------------------------------------------------------------------------------
+
+
+def test_keys_generate_writes_a_private_key_0600_and_a_public_jwks(cli_app, tmp_path):
+    tmp_path = tmp_path / "keys"
+    result = invoke(cli_app(), "keys", "generate", "--kid", "lender-2026", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    private, public = tmp_path / "lender-2026.pem", tmp_path / "lender-2026.jwks.json"
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    key = RSAKey.import_key(private.read_bytes())
+    assert key.is_private and key.public_key.key_size == 4096
+    jwks = json.loads(public.read_text())
+    assert jwks["keys"][0]["kid"] == "lender-2026" and "d" not in jwks["keys"][0]
+    assert RSAKey.import_key(jwks["keys"][0]).public_key.public_numbers() == key.public_key.public_numbers()
+    again = invoke(cli_app(), "keys", "generate", "--kid", "lender-2026", "--out", str(tmp_path))
+    assert again.exit_code != 0 and "--force" in again.output
+    assert RSAKey.import_key(private.read_bytes()).public_key.public_numbers() == key.public_key.public_numbers()
+
+
+def test_keys_generate_refuses_short_keys_and_bad_kids(cli_app, tmp_path):
+    tmp_path = tmp_path / "keys"
+    short = invoke(cli_app(), "keys", "generate", "--kid", "k", "--bits", "2048", "--out", str(tmp_path))
+    assert short.exit_code != 0 and "4096" in short.output
+    bad = invoke(cli_app(), "keys", "generate", "--kid", "../escape", "--out", str(tmp_path))
+    assert bad.exit_code != 0
+    assert not tmp_path.exists() or not list(tmp_path.iterdir())
+
+
+# -- check -------------------------------------------------------------------------------------
+
+
+def test_check_ok_with_client_credentials(cli_app):
+    result = invoke(cli_app(), "check")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("OK: test environment")
+    assert "token lifetime 300 s" in result.output and "loan-application:create:no" in result.output
+    assert "demo-secret" not in result.output
+
+
+def test_check_ok_with_self_signed_jwt(make_sandbox, trusted_keys_file, client_key, sqlite_url):
+    sandbox = make_sandbox(SANDBOX_TRUSTED_KEYS=str(trusted_keys_file))
+    app = migrated(
+        create_app(
+            portal_config(
+                sandbox.url,
+                sqlite_url,
+                FLOW_AUTH_MODE="self_signed_jwt",
+                FLOW_JWT_PRIVATE_KEY=str(client_key.private_pem),
+                FLOW_JWT_KID=client_key.kid,
+                FLOW_JWT_ISSUER="lender",
+                FLOW_JWT_AUDIENCE="flow-sandbox",
+            )
+        )
+    )
+    result = invoke(app, "check")
+    assert result.exit_code == 0, result.output
+    assert "self_signed_jwt" in result.output
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"FLOW_CLIENT_ID": "nobody"}, "invalid_client"),
+        ({"FLOW_CLIENT_SECRET": "wrong"}, "unauthorized_client"),
+        ({"FLOW_SCOPES": "loan-application:create:dk"}, "invalid_scope"),
+        ({"FLOW_API_URL": "http://127.0.0.1:9", "FLOW_RETRY_BUDGET": "0"}, "cannot connect"),
+        ({"FLOW_OIDC_URL": "http://127.0.0.1:9"}, "cannot connect"),
+    ],
+)
+def test_check_diagnoses(cli_app, overrides, expected):
+    result = invoke(cli_app(**overrides), "check")
+    assert result.exit_code != 0
+    assert expected in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert "demo-secret" not in result.output
+
+
+def test_check_diagnoses_401_and_403_from_the_api(make_sandbox, client_key, sqlite_url, tmp_path):
+    sandbox = make_sandbox()  # trusts no client key: the API refuses the JWT
+    app = migrated(
+        create_app(
+            portal_config(
+                sandbox.url,
+                sqlite_url,
+                FLOW_AUTH_MODE="self_signed_jwt",
+                FLOW_JWT_PRIVATE_KEY=str(client_key.private_pem),
+                FLOW_JWT_KID=client_key.kid,
+                FLOW_JWT_ISSUER="lender",
+                FLOW_JWT_AUDIENCE="flow-sandbox",
+            )
+        )
+    )
+    result = invoke(app, "check")
+    assert result.exit_code != 0 and "401 from the API" in result.output
+
+
+def test_check_diagnoses_a_malformed_answer(sandbox, cli_app):
+    sandbox.fault(mode="malformed")
+    result = invoke(cli_app(), "check")
+    assert result.exit_code != 0 and "malformed answer" in result.output
+
+
+def test_check_diagnoses_tls(sandbox, cli_app):
+    https_url = sandbox.url.replace("http://", "https://")
+    result = invoke(cli_app(FLOW_OIDC_URL=https_url), "check")
+    assert result.exit_code != 0 and result.output.startswith("Error: TLS")
+
+
+# -- users -------------------------------------------------------------------------------------
+
+
+def test_users_lifecycle(cli_app):
+    app = cli_app()
+    created = invoke(app, "users", "create", "kari", "--role", "operator", input=f"{PASSWORD}\n{PASSWORD}\n")
+    assert created.exit_code == 0, created.output
+    assert invoke(app, "users", "create", "kari", input=f"{PASSWORD}\n{PASSWORD}\n").exit_code != 0
+    assert invoke(app, "users", "create", "ola", "--password", "short").exit_code != 0
+    assert invoke(app, "users", "set-role", "kari", "admin").exit_code == 0
+    assert invoke(app, "users", "disable", "kari").exit_code == 0
+    listing = invoke(app, "users", "list").output
+    assert "kari" in listing and "admin" in listing and "disabled" in listing
+    assert PASSWORD not in listing
+    assert invoke(app, "users", "disable", "nobody").exit_code != 0
+    assert invoke(app, "users", "set-role", "kari", "emperor").exit_code != 0

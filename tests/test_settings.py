@@ -1,0 +1,109 @@
+"""Settings: each missing or malformed one stops start-up with one line naming it."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import portal_config
+
+from portal.settings import SettingsError, load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def settings_with(**changes):
+    config = portal_config("http://127.0.0.1:8081", "sqlite://") | changes
+    return load_settings({key: value for key, value in config.items() if value is not None})
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"FLOW_API_URL": None}, "FLOW_API_URL"),
+        ({"FLOW_API_URL": "flow.example"}, "FLOW_API_URL"),
+        ({"FLOW_ENVIRONMENT": "staging"}, "FLOW_ENVIRONMENT"),
+        ({"FLOW_AUTH_MODE": "magic"}, "FLOW_AUTH_MODE"),
+        ({"FLOW_CLIENT_ID": None}, "FLOW_CLIENT_ID"),
+        ({"FLOW_CLIENT_SECRET": None}, "FLOW_CLIENT_SECRET"),
+        ({"FLOW_SCOPES": ""}, "FLOW_SCOPES"),
+        ({"FLOW_SCOPES": 'bad"scope'}, "FLOW_SCOPES"),
+        ({"FLOW_OIDC_URL": None}, "FLOW_OIDC_URL"),
+        ({"FLOW_REALM": None}, "FLOW_REALM"),
+        ({"FLOW_READ_TIMEOUT": "soon"}, "FLOW_READ_TIMEOUT"),
+        ({"FLOW_READ_TIMEOUT": "0"}, "FLOW_READ_TIMEOUT"),
+        ({"FLOW_WEBHOOK_SCHEME": "md5"}, "FLOW_WEBHOOK_SCHEME"),
+        ({"FLOW_WEBHOOK_SECRETS": "not-a-whsec"}, "FLOW_WEBHOOK_SECRETS"),
+        ({"FLOW_WEBHOOK_PATH": "no-slash"}, "FLOW_WEBHOOK_PATH"),
+        ({"PORTAL_SECRET_KEY": None, "TESTING": None}, "PORTAL_SECRET_KEY"),
+        ({"PORTAL_SECRET_KEY": "short"}, "PORTAL_SECRET_KEY"),
+        ({"PORTAL_TIMEZONE": "Mars/Olympus"}, "PORTAL_TIMEZONE"),
+        ({"PORTAL_OIDC_ISSUER": "https://sso.example"}, "PORTAL_OIDC_CLIENT_ID"),
+        ({"FLOW_AUTH_MODE": "self_signed_jwt"}, "FLOW_JWT_PRIVATE_KEY"),
+        ({"FLOW_AUTH_MODE": "self_signed_jwt", "FLOW_JWT_PRIVATE_KEY": "/nonexistent.pem"}, "FLOW_JWT_PRIVATE_KEY"),
+        ({"FLOW_CLIENT_SECRET": None, "FLOW_CLIENT_SECRET_FILE": "/nonexistent"}, "FLOW_CLIENT_SECRET_FILE"),
+    ],
+)
+def test_bad_settings_name_themselves(changes, named):
+    with pytest.raises(SettingsError) as raised:
+        settings_with(**changes)
+    message = str(raised.value)
+    assert named in message and "\n" not in message
+
+
+def test_defaults():
+    settings = settings_with(FLOW_ENVIRONMENT=None, FLOW_WEBHOOK_SECRETS=None)
+    assert settings.environment == "test" and settings.auth_mode == "client_credentials"
+    assert settings.token_url == "http://127.0.0.1:8081/realms/sandbox/protocol/openid-connect/token"
+    assert settings.webhook_scheme == "standard-webhooks" and settings.webhook_path == "/webhooks/flow"
+    assert settings.webhook_url == "http://127.0.0.1:5000/webhooks/flow"
+    assert settings.timezone == "Europe/Oslo"
+    assert settings.create_countries == ["no", "se", "fi"]
+
+
+def test_token_url_override_and_file_secrets(tmp_path):
+    secret_file = tmp_path / "secret"
+    secret_file.write_text("from-a-file\n")
+    settings = settings_with(
+        FLOW_TOKEN_URL="https://idp.example/oauth2/token",
+        FLOW_OIDC_URL=None,
+        FLOW_REALM=None,
+        FLOW_CLIENT_SECRET=None,
+        FLOW_CLIENT_SECRET_FILE=str(secret_file),
+        FLOW_WEBHOOK_SECRETS="whsec_c2VjcmV0LW9uZQ==, whsec_c2VjcmV0LXR3bw==",
+    )
+    assert settings.token_url == "https://idp.example/oauth2/token"
+    assert settings.client_secret == "from-a-file"
+    assert len(settings.webhook_secrets) == 2
+    assert "from-a-file" not in repr(settings)
+
+
+def test_create_countries_follow_the_scopes():
+    assert settings_with(FLOW_SCOPES="loan-application:create:se loan-application:accept:no").create_countries == ["se"]
+
+
+def test_a_bad_setting_stops_start_up_with_one_line():
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("FLOW_", "PORTAL_"))}
+    environment |= {"FLOW_API_URL": "not a url", "PORTAL_SECRET_KEY": "x" * 32}
+    result = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "portal", "routes"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert (
+        result.stderr.strip()
+        == "portal: configuration error: FLOW_API_URL must be an absolute http(s) URL, got 'not a url'"
+    )
+
+
+def test_templates_and_static_resolve_from_the_repository_root(app):
+    assert Path(app.root_path, app.template_folder).resolve() == ROOT / "templates"
+    assert Path(app.static_folder).resolve() == ROOT / "static"
+    answer = app.test_client().get("/static/vendor/bootstrap/bootstrap.min.css")
+    assert answer.status_code == 200
+    answer.close()

@@ -1,0 +1,452 @@
+"""The staff pages with Flask's test client, against a live sandbox: roles, CSRF, paging, failures."""
+
+import re
+from html import unescape
+
+import pytest
+from conftest import PASSWORD, sign_in
+
+from portal.extensions import db
+from portal.models import AuditEntry, CreateSubmission, User
+
+FLOW_ROW = re.compile(r'data-flow-id="([^"]+)"')
+
+
+def links(page, rel):
+    found = re.search(rf'rel="{rel}" href="([^"]+)"', page.text)
+    return unescape(found[1]) if found else None
+
+
+def field_errors(page):
+    return [unescape(text) for text in re.findall(r'data-field-error="[^"]+">([^<]+)', page.text)]
+
+
+def submission_token(page):
+    return re.search(r'name="submission" type="hidden" value="([^"]+)"', page.text)[1]
+
+
+def make_user_for(app, role="operator", username=None):
+    """A user in an app built by make_app (the make_user fixture serves the default app)."""
+    with app.app_context():
+        user = User(username=username or f"{role}-{db.session.query(User).count()}", role=role)
+        user.set_password(PASSWORD)
+        db.session.add(user)
+        db.session.commit()
+        return user.username
+
+
+# -- sign-in -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/flows", "/flows/new", "/flows/abc", "/events", "/events/1", "/admin/users", "/admin/audit", "/admin/rejected"],
+)
+def test_every_data_page_needs_sign_in(client, path):
+    answer = client.get(path)
+    assert answer.status_code == 302
+    assert answer.headers["Location"].startswith("/login?next=")
+
+
+@pytest.mark.parametrize("path", ["/login", "/healthz", "/readyz", "/consent-complete"])
+def test_public_pages(client, path):
+    assert client.get(path).status_code == 200
+
+
+def test_sign_in_lands_where_the_user_was_going(client, make_user):
+    username = make_user("viewer")
+    answer = sign_in(client, username, next_url="/flows?archived=true")
+    assert answer.headers["Location"] == "/flows?archived=true"
+
+
+@pytest.mark.parametrize(
+    "target", ["https://evil.example/", "//evil.example/x", "/\\evil.example", "javascript:x", "http:/evil.example"]
+)
+def test_sign_in_never_redirects_off_site(client, make_user, target):
+    answer = sign_in(client, make_user("viewer"), next_url=target)
+    assert answer.headers["Location"] == "/flows"
+
+
+def test_wrong_password_and_disabled_accounts(client, make_user):
+    username = make_user("viewer")
+    wrong = sign_in(client, username, password="not the password")
+    assert wrong.status_code == 200 and "Wrong username or password" in wrong.text
+    disabled = make_user("operator", username="gone", disabled=True)
+    assert sign_in(client, disabled).status_code == 200
+    assert client.get("/flows").status_code == 302
+
+
+def test_repeated_failed_sign_ins_are_throttled(make_app, make_user):
+    app = make_app(WTF_CSRF_ENABLED=False, RATELIMIT_ENABLED=True)
+    client = app.test_client()
+    make_user_for(app, "viewer", "target")
+    statuses = [sign_in(client, "target", password="guess").status_code for _ in range(6)]
+    assert statuses == [200] * 5 + [429]
+    assert "Too many attempts" in sign_in(client, "target").text
+    other = sign_in(client, "someone-else", password="guess")
+    assert other.status_code == 200, "the limit is per account and address"
+
+
+def test_sign_out_is_a_post_with_csrf(make_app, make_user):
+    app = make_app()
+    client = app.test_client()
+    page = client.get("/login")
+    token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', page.text)[1]
+    make_user_for(app, "viewer", "kari")
+    assert (
+        client.post("/login", data={"username": "kari", "password": PASSWORD, "csrf_token": token}).status_code == 302
+    )
+    assert client.get("/logout").status_code == 405
+    forged = client.post("/logout")
+    assert forged.status_code == 400 and "session expired" in forged.text.lower()
+    assert client.get("/flows").status_code == 200
+    flows = client.get("/flows")
+    token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', flows.text)[1]
+    assert client.post("/logout", data={"csrf_token": token}).headers["Location"] == "/login"
+    assert client.get("/flows").status_code == 302
+
+
+def test_forms_without_csrf_are_refused(make_app, sandbox):
+    app = make_app()
+    client = app.test_client()
+    answer = client.post("/login", data={"username": "x", "password": "y"})
+    assert answer.status_code == 400
+
+
+# -- roles -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("role", "status"), [("viewer", 403), ("operator", 200), ("admin", 200)])
+def test_create_needs_operator(signed_in, role, status):
+    assert signed_in(role).get("/flows/new").status_code == status
+
+
+@pytest.mark.parametrize(("role", "status"), [("viewer", 403), ("operator", 403), ("admin", 200)])
+def test_admin_pages_need_admin(signed_in, role, status):
+    client = signed_in(role)
+    for path in ("/admin/users", "/admin/audit", "/admin/rejected"):
+        assert client.get(path).status_code == status
+
+
+def test_navigation_shows_what_the_role_may_use(signed_in):
+    page = signed_in("viewer").get("/flows").text
+    assert "New flow" not in page and "Audit log" not in page
+
+
+# -- list --------------------------------------------------------------------------------------
+
+
+def test_paging_through_the_list_sees_each_flow_once(make_sandbox, make_app):
+    sandbox = make_sandbox(SANDBOX_SEED="37")
+    app = make_app(sandbox_url=sandbox.url, WTF_CSRF_ENABLED=False)
+    client = app.test_client()
+    sign_in(client, make_user_for(app))
+    page = client.get("/flows")
+    pages = [FLOW_ROW.findall(page.text)]
+    while links(page, "next"):
+        page = client.get(links(page, "next"))
+        pages.append(FLOW_ROW.findall(page.text))
+    seen = [flow_id for ids in pages for flow_id in ids]
+    everything = sandbox.api("GET", "/api/flows?limit=100").json()["data"]
+    assert seen == [item["id"] for item in everything] and len(pages) >= 3
+    backwards = []
+    while links(page, "prev"):
+        page = client.get(links(page, "prev"), follow_redirects=True)
+        backwards.insert(0, FLOW_ROW.findall(page.text))
+    assert backwards == pages[:-1]
+
+
+def test_paging_stays_right_when_flows_are_created_meanwhile(make_sandbox, make_app):
+    sandbox = make_sandbox(SANDBOX_SEED="30")
+    app = make_app(sandbox_url=sandbox.url, WTF_CSRF_ENABLED=False)
+    client = app.test_client()
+    sign_in(client, make_user_for(app))
+    first = client.get("/flows")
+    first_ids = FLOW_ROW.findall(first.text)
+    for _ in range(4):
+        sandbox.create()
+    second = client.get(links(first, "next"))
+    second_ids = FLOW_ROW.findall(second.text)
+    assert not set(first_ids) & set(second_ids)
+    back = client.get(links(second, "prev"))
+    assert FLOW_ROW.findall(back.text) == first_ids
+
+
+def test_page_size_and_archived_live_in_the_query_string(make_sandbox, make_app):
+    sandbox = make_sandbox(SANDBOX_SEED="40")
+    app = make_app(sandbox_url=sandbox.url, WTF_CSRF_ENABLED=False)
+    client = app.test_client()
+    sign_in(client, make_user_for(app, "viewer"))
+    assert len(FLOW_ROW.findall(client.get("/flows?limit=25").text)) == 25
+    archived = client.get("/flows?archived=true&limit=100")
+    archived_ids = set(FLOW_ROW.findall(archived.text))
+    expected = {item["id"] for item in sandbox.api("GET", "/api/flows?archived=true&limit=100").json()["data"]}
+    assert archived_ids == expected and archived_ids
+    assert 'aria-current="page" href="/flows?limit=100&amp;archived=true">Archived' in archived.text
+    next_link = links(client.get("/flows?limit=25"), "next")
+    assert "limit=25" in next_link
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("limit=7", "/flows"),
+        ("limit=abc&archived=true", "/flows?archived=true"),
+        ("archived=maybe", "/flows"),
+        ("after=a&before=b", "/flows"),
+        ("after=<script>", "/flows"),
+    ],
+)
+def test_bad_list_parameters_redirect_with_a_message(signed_in, query, expected):
+    client = signed_in("viewer")
+    answer = client.get(f"/flows?{query}")
+    assert answer.status_code == 302 and answer.headers["Location"] == expected
+    assert "alert-warning" in client.get(expected).text
+
+
+def test_a_stale_cursor_goes_back_to_the_first_page(signed_in):
+    client = signed_in("viewer")
+    answer = client.get("/flows?after=no-such-flow")
+    assert answer.status_code == 302 and answer.headers["Location"] == "/flows"
+
+
+def test_empty_states_say_what_to_do(signed_in):
+    client = signed_in("operator")
+    assert "Create the first flow" in client.get("/flows").text
+    assert "No archived flows" in client.get("/flows?archived=true").text
+
+
+def test_the_list_masks_national_ids(signed_in, sandbox):
+    sandbox.create(national_id="15108695088")
+    page = signed_in("viewer").get("/flows").text
+    assert "15108695088" not in page and "••••••••088" in page
+
+
+# -- detail ------------------------------------------------------------------------------------
+
+
+def test_detail_shows_every_field(signed_in, sandbox):
+    flow_id = sandbox.create(webhookUrl="https://lender.example/hooks")["flowId"]
+    sandbox.control(flow_id, "open")
+    detail = sandbox.api("GET", f"/api/applications/{flow_id}").json()["flow"]
+    page = signed_in("viewer").get(f"/flows/{flow_id}").text
+    for value in (
+        detail["referenceId"],
+        str(detail["flowNumber"]),
+        flow_id,
+        detail["_meta"]["processInstanceId"],
+        detail["_meta"]["processDefinitionId"],
+        detail["flowDefinitionId"],
+        "https://lender.example/hooks",
+        "https://lender.example/done",
+        detail["data"]["organizationNumber"],
+        "Nordmann",
+        "assign",
+        "cancel",
+        f"/api/tasks?flowId={flow_id}",
+        "Raw JSON",
+    ):
+        assert value in page, value
+    assert "15108695088" not in page
+    assert re.search(r"<dt class=\"col-sm-4\">Version</dt><dd class=\"col-sm-8\">2</dd>", page)
+
+
+def test_incidents_are_shown_prominently(signed_in, sandbox):
+    flow_id = sandbox.create(webhookUrl="http://127.0.0.1:9/down")["flowId"]
+    import time
+
+    for _ in range(200):
+        if sandbox.api("GET", f"/api/applications/{flow_id}").json()["flow"]["hasIncidents"]:
+            break
+        time.sleep(0.05)
+    page = signed_in("viewer").get(f"/flows/{flow_id}").text
+    assert 'data-testid="incidents"' in page and "send-initiate-webhook" in page and "failed after 5 attempts" in page
+
+
+def test_reveal_is_for_operators_and_is_audited(app, signed_in, sandbox):
+    flow_id = sandbox.create()["flowId"]
+    viewer = signed_in("viewer")
+    assert "Reveal" not in viewer.get(f"/flows/{flow_id}").text
+    assert viewer.post(f"/flows/{flow_id}/reveal").status_code == 403
+    operator = signed_in("operator")
+    page = operator.post(f"/flows/{flow_id}/reveal")
+    assert page.status_code == 200 and "15108695088" in page.text
+    assert "15108695088" not in operator.get(f"/flows/{flow_id}").text
+    with app.app_context():
+        entries = db.session.query(AuditEntry).all()
+        assert [(entry.username, entry.action, entry.target) for entry in entries] == [
+            ("operator-user", "reveal_national_id", flow_id)
+        ]
+    assert flow_id in signed_in("admin").get("/admin/audit").text
+
+
+def test_unknown_flow_is_a_404_page(signed_in):
+    client = signed_in("viewer")
+    page = client.get("/flows/00000000-0000-4000-8000-000000000000")
+    assert page.status_code == 404 and "Flow not found" in page.text and "not_found" in page.text
+    assert client.get("/flows/bad%20id").status_code == 404
+
+
+# -- create ------------------------------------------------------------------------------------
+
+
+def create_form(client, **changes):
+    page = client.get("/flows/new")
+    data = {
+        "country": "no",
+        "national_id": "15108695088",
+        "last_name": "Nordmann",
+        "redirect_url": "https://lender.example/done",
+        "webhook_url": "",
+        "submission": submission_token(page),
+    } | changes
+    return client.post("/flows/new", data=data)
+
+
+def test_create_prefills_addresses_and_offers_configured_countries(make_app, make_user):
+    app = make_app(
+        WTF_CSRF_ENABLED=False,
+        FLOW_SCOPES="loan-application:create:se loan-application:update:no",
+        PORTAL_PUBLIC_URL="https://portal.lender.example",
+    )
+    client = app.test_client()
+    sign_in(client, make_user_for(app))
+    page = client.get("/flows/new").text
+    assert 'value="https://portal.lender.example/webhooks/flow"' in page
+    assert 'value="https://portal.lender.example/consent-complete"' in page
+    assert '<option value="se"' in page and '<option value="no"' not in page
+
+
+def test_create_success_redirects_to_the_detail_with_the_reference(signed_in, sandbox):
+    client = signed_in("operator")
+    answer = create_form(client)
+    assert answer.status_code == 302
+    flow_id = sandbox.api("GET", "/api/flows").json()["data"][0]["id"]
+    assert answer.headers["Location"] == f"/flows/{flow_id}"
+    page = client.get(answer.headers["Location"]).text
+    assert re.search(r"Flow LA-\d+ was created", page)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"national_id": "15108695089"}, "check digit does not match"),
+        ({"national_id": "1510869508"}, "wrong number of characters"),
+        ({"country": "se", "national_id": "811218-9877"}, "Swedish personnummer"),
+        ({"country": "fi", "national_id": "131052-308X"}, "Finnish henkilötunnus"),
+        ({"national_id": ""}, "This field is required"),
+        ({"last_name": ""}, "This field is required"),
+        ({"last_name": "x" * 101}, "Field cannot be longer than 100 characters"),
+        ({"redirect_url": "ftp://x"}, "full address"),
+        ({"webhook_url": "not a url"}, "full address"),
+        ({"country": "dk"}, "Not a valid choice"),
+    ],
+)
+def test_create_validation_messages(signed_in, sandbox, changes, message):
+    page = create_form(signed_in("operator"), **changes)
+    assert page.status_code == 200
+    assert any(message in error for error in field_errors(page)), field_errors(page)
+    assert sandbox.stats()["flows_created"] == 0
+
+
+def test_create_keeps_what_was_typed_after_an_error(signed_in):
+    page = create_form(signed_in("operator"), national_id="15108695089", last_name="Ødegård")
+    assert 'value="15108695089"' in page.text and 'value="Ødegård"' in page.text
+
+
+def test_a_resent_form_creates_one_flow(app, signed_in, sandbox):
+    client = signed_in("operator")
+    page = client.get("/flows/new")
+    data = {
+        "country": "no",
+        "national_id": "15108695088",
+        "last_name": "Nordmann",
+        "redirect_url": "https://lender.example/done",
+        "submission": submission_token(page),
+    }
+    first, second = client.post("/flows/new", data=data), client.post("/flows/new", data=data)
+    assert first.headers["Location"] == second.headers["Location"]
+    assert sandbox.stats()["flows_created"] == 1
+    with app.app_context():
+        assert db.session.query(CreateSubmission).count() == 1
+
+
+def test_upstream_field_errors_land_on_the_field(signed_in, sandbox):
+    page = create_form(signed_in("operator"), last_name="bad\u200bname")
+    assert page.status_code == 422
+    assert any("The Flow Service says" in error for error in field_errors(page))
+    again = create_form(signed_in("operator"), last_name="Good")
+    assert again.status_code == 302, "the failed submission does not block a corrected one"
+
+
+def test_create_without_scope_for_the_country(make_app, sandbox):
+    app = make_app(WTF_CSRF_ENABLED=False, FLOW_SCOPES="loan-application:update:no")
+    client = app.test_client()
+    sign_in(client, make_user_for(app))
+    assert "No create scope is configured" in client.get("/flows/new").text
+
+
+def test_a_script_last_name_is_text(signed_in, sandbox):
+    client = signed_in("operator")
+    answer = create_form(client, last_name="<script>alert(1)</script>")
+    page = client.get(answer.headers["Location"]).text
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+# -- failures ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "title"),
+    [
+        ({"mode": "error", "status": 503}, 503, "The Flow Service is unavailable"),
+        ({"mode": "timeout", "seconds": 3}, 504, "The Flow Service is slow"),
+        ({"mode": "malformed"}, 502, "The Flow Service sent something unexpected"),
+        ({"mode": "rate_limit", "retry_after": 30}, 503, "asks us to slow down"),
+    ],
+)
+def test_upstream_failures_are_pages_a_person_can_act_on(make_app, make_sandbox, fault, status, title):
+    sandbox = make_sandbox()
+    app = make_app(sandbox_url=sandbox.url, WTF_CSRF_ENABLED=False, FLOW_READ_TIMEOUT="0.5", FLOW_RETRY_BUDGET="0.5")
+    client = app.test_client()
+    sign_in(client, make_user_for(app, "viewer"))
+    client.get("/flows")
+    sandbox.fault(**fault)
+    page = client.get("/flows?limit=25")
+    assert page.status_code == status
+    assert title in page.text
+    assert 'href="/flows?limit=25">Try again' in page.text
+    assert 'data-testid="support-code"' in page.text
+    assert "Traceback" not in page.text
+
+
+def test_bad_portal_credentials_are_a_page(make_app, make_user):
+    app = make_app(WTF_CSRF_ENABLED=False, FLOW_CLIENT_SECRET="wrong")
+    client = app.test_client()
+    sign_in(client, make_user_for(app, "viewer"))
+    page = client.get("/flows")
+    assert page.status_code == 502 and "cannot sign in to the Flow Service" in page.text
+    assert "unauthorized_client" in page.text and "wrong" not in page.text
+
+
+def test_unknown_page_is_a_404_page(signed_in):
+    page = signed_in("viewer").get("/nowhere")
+    assert page.status_code == 404 and "Not found" in page.text
+
+
+# -- every page --------------------------------------------------------------------------------
+
+
+def test_security_headers_and_environment_badge(signed_in):
+    answer = signed_in("viewer").get("/flows")
+    policy = answer.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+    assert answer.headers["X-Frame-Options"] == "DENY"
+    assert 'data-testid="env-badge">TEST' in answer.text
+    assert "<script>" not in answer.text and " style=" not in answer.text
+
+
+def test_production_badge_is_plain(make_app):
+    page = make_app(FLOW_ENVIRONMENT="production").test_client().get("/login").text
+    assert 'text-bg-light" data-testid="env-badge">PRODUCTION' in page
