@@ -23,9 +23,8 @@ def make_blueprint(path: str) -> Blueprint:
     return bp
 
 
-def _answer(status: int, error: str | None = None, **extra):
-    body = {"error": error} if error else {}
-    return jsonify(body | extra), status
+def _answer(http_status: int, body: dict):
+    return jsonify(body), http_status
 
 
 def _reject(status: int, public: str, reason: str, body_head: bytes = b""):
@@ -33,7 +32,7 @@ def _reject(status: int, public: str, reason: str, body_head: bytes = b""):
     headers = signature_headers(request.headers, settings.webhook_scheme, settings.webhook_header)
     record_rejection(reason, get_remote_address(), headers, body_head, settings.rejected_keep)
     current_app.logger.warning("webhook rejected from %s: %s", get_remote_address(), reason)
-    return _answer(status, public)
+    return _answer(status, {"error": public})
 
 
 def receive():
@@ -67,4 +66,4 @@ def receive():
         return _reject(400, "the event must be a JSON object with an id", "no usable event id", body)
     kept = {name: request.headers[name] for name in KEPT_HEADERS if name in request.headers}
     stored = record_event(verified, event_id, payload, body, kept, get_remote_address())
-    return _answer(200, status="stored" if stored else "duplicate", id=event_id)
+    return _answer(200, {"status": "stored" if stored else "duplicate", "id": event_id})

@@ -53,8 +53,9 @@ def verify_standard(body: bytes, headers: Mapping, secrets: tuple[str, ...]) -> 
             Webhook(secret).verify(body, wanted, json_parse=False)
             return Verified("standard-webhooks", index, wanted["webhook-id"])
         except WebhookVerificationError as error:
-            reason = str(error)
-            if "timestamp" in reason.lower() or "header" in reason.lower():
+            text = str(error).lower()
+            if "timestamp" in text or "header" in text:
+                reason = f"{text} (the tolerance is 5 minutes)" if "timestamp" in text else text
                 break  # the same for every secret
         except UnicodeDecodeError:
             raise DeliveryRejected("body is not UTF-8") from None
