@@ -2,40 +2,18 @@
 
 import json
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import requests
-from flask_migrate import upgrade
 from joserfc.jwk import RSAKey
 from sqlalchemy import create_engine, text
-from werkzeug.serving import make_server
+from support import PASSWORD, LiveServer, Receiver, Sandbox, migrated, portal_config, sign_in
 
 from portal import create_app
 from portal.extensions import db
 from portal.models import User
 from portal.sandbox import create_app as create_sandbox
-from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
-
-PASSWORD = "correct horse battery"
-ALL_CREATE_SCOPES = "loan-application:create:no loan-application:create:se loan-application:create:fi"
-
-
-class LiveServer:
-    """A WSGI app served by werkzeug on a free 127.0.0.1 port, in a thread."""
-
-    def __init__(self, app):
-        self.app = app
-        self.server = make_server("127.0.0.1", 0, app, threaded=True)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -50,54 +28,6 @@ def serve():
     yield start
     for server in servers:
         server.stop()
-
-
-@dataclass
-class Sandbox:
-    url: str
-    app: object
-
-    @property
-    def token_url(self) -> str:
-        return f"{self.url}/realms/sandbox/protocol/openid-connect/token"
-
-    def token(self, scope: str = ALL_CREATE_SCOPES, client=("demo-client", "demo-secret")) -> str:
-        answer = requests.post(
-            self.token_url,
-            data={
-                "grant_type": "client_credentials",
-                "client_id": client[0],
-                "client_secret": client[1],
-                "scope": scope,
-            },
-            timeout=5,
-        )
-        answer.raise_for_status()
-        return answer.json()["access_token"]
-
-    def api(self, method: str, path: str, token: str | None = None, **kwargs) -> requests.Response:
-        headers = kwargs.pop("headers", {})
-        if token is not False:
-            headers.setdefault("Authorization", f"Bearer {token or self.token()}")
-        return requests.request(method, self.url + path, headers=headers, timeout=10, **kwargs)
-
-    def create(self, national_id="15108695088", last_name="Nordmann", token=None, **extra) -> dict:
-        body = {"nationalId": national_id, "lastName": last_name, "redirectUrl": "https://lender.example/done", **extra}
-        answer = self.api("POST", "/api/flows", token, json=body)
-        assert answer.status_code == 201, answer.text
-        return answer.json()
-
-    def control(self, flow_id: str, action: str) -> requests.Response:
-        return requests.post(f"{self.url}/sandbox/flows/{flow_id}/{action}", timeout=5)
-
-    def fault(self, **spec) -> None:
-        requests.post(f"{self.url}/sandbox/faults", json=spec, timeout=5).raise_for_status()
-
-    def stats(self) -> dict:
-        return requests.get(f"{self.url}/sandbox/stats", timeout=5).json()
-
-    def deliveries(self) -> list[dict]:
-        return requests.get(f"{self.url}/sandbox/webhooks", timeout=5).json()["deliveries"]
 
 
 @pytest.fixture
@@ -180,31 +110,6 @@ def sqlite_url(tmp_path) -> str:
 # -- the portal --------------------------------------------------------------------------------
 
 
-def portal_config(sandbox_url: str, database: str, **overrides) -> dict:
-    return {
-        "TESTING": True,
-        "FLOW_ENVIRONMENT": "test",
-        "FLOW_API_URL": sandbox_url,
-        "FLOW_OIDC_URL": sandbox_url,
-        "FLOW_REALM": "sandbox",
-        "FLOW_CLIENT_ID": "demo-client",
-        "FLOW_CLIENT_SECRET": "demo-secret",
-        "FLOW_SCOPES": ALL_CREATE_SCOPES,
-        "FLOW_WEBHOOK_SECRETS": DEMO_WEBHOOK_SECRET,
-        "FLOW_READ_TIMEOUT": "5",
-        "PORTAL_SECRET_KEY": "test-secret-key-0123456789",
-        "PORTAL_DATABASE_URL": database,
-        "PORTAL_PUBLIC_URL": "http://127.0.0.1:5000",
-        "RATELIMIT_ENABLED": False,
-    } | overrides
-
-
-def migrated(app):
-    with app.app_context():
-        upgrade()
-    return app
-
-
 @pytest.fixture
 def make_app(sandbox, sqlite_url):
     """Build a migrated portal against the default sandbox: `make_app(FLOW_SCOPES="...")`."""
@@ -253,10 +158,6 @@ def make_user(app):
     return create
 
 
-def sign_in(client, username: str, password: str = PASSWORD, next_url: str = ""):
-    return client.post("/login", data={"username": username, "password": password, "next": next_url})
-
-
 @pytest.fixture
 def signed_in(app, make_user):
     """A new test client signed in with the given role: `signed_in("operator")`."""
@@ -268,36 +169,6 @@ def signed_in(app, make_user):
         return client
 
     return as_role
-
-
-class Receiver:
-    """A stand-in webhook endpoint that records every delivery and answers `status`."""
-
-    def __init__(self, serve):
-        from flask import Flask, request
-
-        self.deliveries: list[dict] = []
-        self.status = 204
-        self.delay = 0.0
-        app = Flask("receiver")
-
-        @app.post("/hooks")
-        def hook():
-            import time
-
-            time.sleep(self.delay)
-            self.deliveries.append({"headers": dict(request.headers), "body": request.get_data()})
-            return "", self.status
-
-        self.url = serve(app) + "/hooks"
-
-    def wait_for(self, count: int, timeout: float = 10.0) -> list[dict]:
-        import time
-
-        deadline = time.monotonic() + timeout
-        while len(self.deliveries) < count and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return self.deliveries
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ import json
 import stat
 
 import pytest
-from conftest import PASSWORD, migrated, portal_config
 from joserfc.jwk import RSAKey
+from support import PASSWORD, migrated, portal_config
 
 from portal import create_app
 

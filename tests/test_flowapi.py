@@ -7,7 +7,7 @@ import time
 import pytest
 import requests
 import responses
-from conftest import portal_config
+from support import portal_config
 
 from portal.flowapi import (
     FlowClient,

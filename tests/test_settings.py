@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import portal_config
+from support import portal_config
 
 from portal.settings import SettingsError, load_settings
 

@@ -4,7 +4,7 @@ import re
 from html import unescape
 
 import pytest
-from conftest import PASSWORD, sign_in
+from support import PASSWORD, sign_in
 
 from portal.extensions import db
 from portal.models import AuditEntry, CreateSubmission, User

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 import requests
-from conftest import portal_config, sign_in
 from standardwebhooks import Webhook
+from support import portal_config, sign_in
 
 from portal import create_app
 from portal.extensions import db
@@ -393,7 +393,7 @@ def test_send_test_delivers_to_a_running_portal(plain_app, serve):
 
 def test_send_test_reports_a_refusal(sandbox, database_url, serve):
     receiving = create_app(portal_config(sandbox.url, database_url, FLOW_WEBHOOK_SECRETS=SECOND))
-    from conftest import migrated
+    from support import migrated
 
     url = serve(migrated(receiving)) + PATH
     sending = create_app(portal_config(sandbox.url, database_url, FLOW_WEBHOOK_SECRETS=SECRET))

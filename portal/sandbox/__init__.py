@@ -28,6 +28,7 @@ def create_app(config: Mapping | None = None) -> Flask:
     """Build a sandbox; `config` replaces the environment (SANDBOX_* names) when given."""
     app = Flask(__name__)
     app.config["SECRET_KEY"] = os.urandom(32)
+    app.config["SESSION_COOKIE_NAME"] = "flow_sandbox_session"
     try:
         settings = load_sandbox_settings(config)
         app.extensions["flow_sandbox"] = _build_runtime(settings)

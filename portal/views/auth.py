@@ -42,6 +42,12 @@ def _start_session(user: User, target: str | None):
     return redirect(safe_next(target))
 
 
+@bp.get("/")
+def home():
+    """The portal's front door is the flow list."""
+    return redirect(url_for("flows.index"))
+
+
 @bp.route("/login", methods=["GET", "POST"])
 @limiter.limit(FAILED_SIGN_IN_LIMITS, key_func=_attempt_key, methods=["POST"], deduct_when=_failed)
 @limiter.limit("100 per hour", methods=["POST"], deduct_when=_failed)

@@ -1,0 +1,173 @@
+"""What a member of staff does in a real browser, from sign-in to a flow's webhook timeline."""
+
+import re
+
+import requests
+from browser_support import sign_in
+from playwright.sync_api import expect
+
+
+def row_ids(page):
+    return page.locator("tr[data-flow-id]").evaluate_all("rows => rows.map(r => r.dataset.flowId)")
+
+
+def test_sign_in_and_page_through_every_flow_once(page, stack, shot, console_errors):
+    page.goto(f"{stack.url}/flows")
+    expect(page).to_have_url(re.compile(r"/login\?next="))
+    shot("login")
+    sign_in(page, stack)
+    expect(page.get_by_test_id("env-badge")).to_have_text("TEST")
+    shot("flows")  # docs/screenshots/flows.png, shown in the README, is a copy of this one
+    pages = [row_ids(page)]
+    while page.get_by_role("link", name="Next →").count():
+        page.get_by_role("link", name="Next →").click()
+        page.wait_for_load_state()
+        pages.append(row_ids(page))
+    seen = [flow_id for ids in pages for flow_id in ids]
+    expected = requests.get(f"{stack.sandbox_url}/api/flows?limit=100", timeout=5,
+                            headers={"Authorization": f"Bearer {token(stack)}"}).json()["data"]
+    assert seen == [item["id"] for item in expected]
+    assert len(seen) == len(set(seen))
+    back = []
+    while page.get_by_role("link", name="← Previous").count():
+        page.get_by_role("link", name="← Previous").click()
+        page.wait_for_load_state()
+        back.insert(0, row_ids(page))
+    assert back == pages[:-1]
+    page.go_back()
+    assert row_ids(page) == pages[1]
+    assert console_errors == []
+
+
+def token(stack):
+    return requests.post(f"{stack.sandbox_url}/oauth2/token", timeout=5, data={
+        "grant_type": "client_credentials", "client_id": "demo-client", "client_secret": "demo-secret",
+        "scope": "loan-application:create:no"}).json()["access_token"]
+
+
+def test_archived_tab_shows_only_archived_flows(page, stack, shot):
+    sign_in(page, stack, "viewer")
+    page.get_by_role("link", name="Archived").click()
+    page.get_by_label("Per page").select_option("100")
+    page.wait_for_url(re.compile(r"limit=100"))
+    shot("flows-archived")
+    archived = requests.get(f"{stack.sandbox_url}/api/flows?archived=true&limit=100", timeout=5,
+                            headers={"Authorization": f"Bearer {token(stack)}"}).json()["data"]
+    assert row_ids(page) == [item["id"] for item in archived] and archived
+    assert "archived=true" in page.url
+
+
+def test_flow_detail_fields(page, stack, shot, console_errors):
+    sign_in(page, stack, "viewer")
+    first = page.locator("tr[data-flow-id] a").first
+    reference = first.inner_text()
+    first.click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(reference)
+    for label in ("Flow number", "Version", "Created", "Updated", "Process instance", "Redirect URL", "Tasks"):
+        expect(page.locator("dt", has_text=label).first).to_be_visible()
+    expect(page.get_by_test_id("national-id")).to_contain_text("•")
+    page.get_by_text("Raw JSON from the Flow Service").click()
+    expect(page.locator(".raw-json pre")).to_contain_text('"flowId"')
+    shot("flow-detail")
+    assert console_errors == []
+
+
+def test_create_flow_with_bad_then_good_national_id(page, stack, shot):
+    sign_in(page, stack)
+    page.get_by_role("link", name="New flow").first.click()
+    page.get_by_label("Country").select_option("no")
+    page.get_by_label("National id").fill("15108695089")
+    page.get_by_label("Last name").fill("Hansen")
+    page.get_by_role("button", name="Create flow").click()
+    expect(page.locator("[data-field-error=national_id]")).to_contain_text("check digit does not match")
+    shot("flow-new-error")
+    page.get_by_label("National id").fill("15108695088")
+    page.get_by_role("button", name="Create flow").click()
+    expect(page.locator(".alert-success")).to_contain_text(re.compile(r"Flow LA-\d+ was created"))
+    expect(page.get_by_role("heading", level=1)).to_have_text(re.compile(r"LA-\d+"))
+    shot("flow-created")
+
+
+def test_a_script_last_name_is_shown_as_text(page, stack):
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    sign_in(page, stack)
+    page.goto(f"{stack.url}/flows/new")
+    page.get_by_label("National id").fill("15108695088")
+    page.get_by_label("Last name").fill("<script>alert(1)</script>")
+    page.get_by_role("button", name="Create flow").click()
+    expect(page.locator("dd", has_text="<script>alert(1)</script>")).to_be_visible()
+    page.get_by_text("Raw JSON from the Flow Service").click()
+    assert dialogs == []
+
+
+def test_double_click_creates_one_flow(page, stack):
+    sign_in(page, stack)
+    before = requests.get(f"{stack.sandbox_url}/sandbox/stats", timeout=5).json()["flows_created"]
+    page.goto(f"{stack.url}/flows/new")
+    page.get_by_label("National id").fill("15108695088")
+    page.get_by_label("Last name").fill("Dobbel")
+    page.get_by_role("button", name="Create flow").dblclick()
+    expect(page.get_by_role("heading", level=1)).to_have_text(re.compile(r"LA-\d+"))
+    after = requests.get(f"{stack.sandbox_url}/sandbox/stats", timeout=5).json()["flows_created"]
+    assert after == before + 1
+
+
+def test_consent_in_the_sandbox_shows_up_as_a_timeline(page, stack, shot):
+    sign_in(page, stack)
+    page.goto(f"{stack.url}/flows/new")
+    page.get_by_label("National id").fill("15108695088")
+    page.get_by_label("Last name").fill("Tidslinje")
+    page.get_by_role("button", name="Create flow").click()
+    page.wait_for_url(re.compile(r"/flows/[0-9a-f-]{36}$"))
+    flow_url = page.url
+    flow_id = flow_url.rsplit("/", 1)[1]
+    consent = page.context.new_page()
+    consent.goto(f"{stack.sandbox_url}/consent/{flow_id}")
+    consent.get_by_role("button", name="I consent").click()
+    consent.wait_for_url(re.compile(r"/consent-complete$"))
+    expect(consent.get_by_role("heading", level=1)).to_have_text("Thank you")
+    for _ in range(50):
+        page.goto(flow_url)
+        if page.locator("[data-testid=timeline] li").count() >= 3:
+            break
+        page.wait_for_timeout(100)
+    timeline = page.get_by_test_id("timeline")
+    expect(timeline.locator("li")).to_have_count(3)
+    expect(timeline).to_contain_text("flow.created")
+    expect(timeline).to_contain_text("flow.status_changed")
+    expect(page.locator(".status-badge", has_text="Accepted").first).to_be_visible()
+    shot("flow-timeline")
+    page.goto(f"{stack.url}/events")
+    expect(page.locator("table")).to_contain_text("flow.status_changed")
+    shot("events")
+
+
+def test_reveal_and_audit(page, stack, shot):
+    sign_in(page, stack)
+    page.locator("tr[data-flow-id] a").first.click()
+    page.get_by_role("button", name="Reveal").click()
+    expect(page.get_by_test_id("national-id")).not_to_contain_text("•")
+    shot("flow-revealed")
+
+
+def test_phone_width_keeps_the_list_usable(page, stack, shot):
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in(page, stack, "viewer")
+    expect(page.locator("tr[data-flow-id]").first).to_be_visible()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390 + 1
+    shot("flows-phone")
+
+
+def test_keyboard_reaches_the_list(page, stack):
+    sign_in(page, stack, "viewer")
+    page.keyboard.press("Tab")
+    expect(page.locator(":focus")).to_have_text("Skip to content")
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.closest('tr[data-flow-id]') !== null"):
+            break
+    assert page.evaluate("document.activeElement.closest('tr[data-flow-id]') !== null")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/flows/[0-9a-f-]{36}$"))

@@ -1,0 +1,135 @@
+"""Helpers shared by the tests: live servers, a sandbox handle, portal configuration, sign-in."""
+
+import threading
+from dataclasses import dataclass
+
+import requests
+from flask_migrate import upgrade
+from werkzeug.serving import make_server
+
+from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
+
+PASSWORD = "correct horse battery"
+ALL_CREATE_SCOPES = "loan-application:create:no loan-application:create:se loan-application:create:fi"
+
+
+class LiveServer:
+    """A WSGI app served by werkzeug on a free 127.0.0.1 port, in a thread."""
+
+    def __init__(self, app):
+        self.app = app
+        self.server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@dataclass
+class Sandbox:
+    url: str
+    app: object
+
+    @property
+    def token_url(self) -> str:
+        return f"{self.url}/realms/sandbox/protocol/openid-connect/token"
+
+    def token(self, scope: str = ALL_CREATE_SCOPES, client=("demo-client", "demo-secret")) -> str:
+        answer = requests.post(
+            self.token_url,
+            data={
+                "grant_type": "client_credentials",
+                "client_id": client[0],
+                "client_secret": client[1],
+                "scope": scope,
+            },
+            timeout=5,
+        )
+        answer.raise_for_status()
+        return answer.json()["access_token"]
+
+    def api(self, method: str, path: str, token: str | None = None, **kwargs) -> requests.Response:
+        headers = kwargs.pop("headers", {})
+        if token is not False:
+            headers.setdefault("Authorization", f"Bearer {token or self.token()}")
+        return requests.request(method, self.url + path, headers=headers, timeout=10, **kwargs)
+
+    def create(self, national_id="15108695088", last_name="Nordmann", token=None, **extra) -> dict:
+        body = {"nationalId": national_id, "lastName": last_name, "redirectUrl": "https://lender.example/done", **extra}
+        answer = self.api("POST", "/api/flows", token, json=body)
+        assert answer.status_code == 201, answer.text
+        return answer.json()
+
+    def control(self, flow_id: str, action: str) -> requests.Response:
+        return requests.post(f"{self.url}/sandbox/flows/{flow_id}/{action}", timeout=5)
+
+    def fault(self, **spec) -> None:
+        requests.post(f"{self.url}/sandbox/faults", json=spec, timeout=5).raise_for_status()
+
+    def stats(self) -> dict:
+        return requests.get(f"{self.url}/sandbox/stats", timeout=5).json()
+
+    def deliveries(self) -> list[dict]:
+        return requests.get(f"{self.url}/sandbox/webhooks", timeout=5).json()["deliveries"]
+
+
+def portal_config(sandbox_url: str, database: str, **overrides) -> dict:
+    return {
+        "TESTING": True,
+        "FLOW_ENVIRONMENT": "test",
+        "FLOW_API_URL": sandbox_url,
+        "FLOW_OIDC_URL": sandbox_url,
+        "FLOW_REALM": "sandbox",
+        "FLOW_CLIENT_ID": "demo-client",
+        "FLOW_CLIENT_SECRET": "demo-secret",
+        "FLOW_SCOPES": ALL_CREATE_SCOPES,
+        "FLOW_WEBHOOK_SECRETS": DEMO_WEBHOOK_SECRET,
+        "FLOW_READ_TIMEOUT": "5",
+        "PORTAL_SECRET_KEY": "test-secret-key-0123456789",
+        "PORTAL_DATABASE_URL": database,
+        "PORTAL_PUBLIC_URL": "http://127.0.0.1:5000",
+        "RATELIMIT_ENABLED": False,
+    } | overrides
+
+
+def migrated(app):
+    with app.app_context():
+        upgrade()
+    return app
+
+
+def sign_in(client, username: str, password: str = PASSWORD, next_url: str = ""):
+    return client.post("/login", data={"username": username, "password": password, "next": next_url})
+
+
+class Receiver:
+    """A stand-in webhook endpoint that records every delivery and answers `status`."""
+
+    def __init__(self, serve):
+        from flask import Flask, request
+
+        self.deliveries: list[dict] = []
+        self.status = 204
+        self.delay = 0.0
+        app = Flask("receiver")
+
+        @app.post("/hooks")
+        def hook():
+            import time
+
+            time.sleep(self.delay)
+            self.deliveries.append({"headers": dict(request.headers), "body": request.get_data()})
+            return "", self.status
+
+        self.url = serve(app) + "/hooks"
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[dict]:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while len(self.deliveries) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.deliveries
