@@ -44,6 +44,7 @@ def _load_settings(app: Flask, config: Mapping | None) -> Settings:
 
 def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:
     app.extensions["portal.settings"] = settings
+    app.logger.setLevel(settings.log_level)  # the "portal" logger, parent of every module's logger
     app.config.update(
         SECRET_KEY=settings.secret_key,
         SQLALCHEMY_DATABASE_URI=settings.database_url,

@@ -1,7 +1,7 @@
 """Staff sessions: Flask-Login, the sign-in gate in front of every page, optional OIDC single sign-on."""
 
 from authlib.integrations.flask_client import OAuth
-from flask import Flask, request
+from flask import Flask, current_app, request
 from flask_login import current_user
 
 from .extensions import db, login_manager
@@ -20,8 +20,6 @@ PUBLIC_ENDPOINTS = {
     "webhooks.receive",
 }
 
-oauth = OAuth()
-
 
 def init_app(app: Flask, settings: Settings) -> None:
     login_manager.init_app(app)
@@ -32,14 +30,19 @@ def init_app(app: Flask, settings: Settings) -> None:
     login_manager.user_loader(_load_user)
     app.before_request(_require_sign_in)
     if settings.staff_sso_enabled:
-        oauth.init_app(app)
-        oauth.register(
+        oauth = OAuth(app)  # one registry per app: a module-level one would keep the first app's client
+        app.extensions["staff_sso"] = oauth.register(
             "staff",
             client_id=settings.oidc_client_id,
             client_secret=settings.oidc_client_secret,
             server_metadata_url=settings.oidc_issuer.rstrip("/") + "/.well-known/openid-configuration",
             client_kwargs={"scope": "openid profile email"},
         )
+
+
+def staff_sso():
+    """The staff identity provider's client, or None when single sign-on is off."""
+    return current_app.extensions.get("staff_sso")
 
 
 def _load_user(user_id: str) -> User | None:

@@ -61,6 +61,7 @@ class Settings:
     oidc_client_id: str | None
     oidc_client_secret: str | None = field(repr=False)
     rejected_keep: int
+    log_level: str
 
     @property
     def create_countries(self) -> list[str]:
@@ -253,4 +254,5 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         oidc_client_id=oidc_client_id,
         oidc_client_secret=oidc_client_secret,
         rejected_keep=read.number("PORTAL_REJECTED_KEEP", 1000, 10, 1_000_000),
+        log_level=read.choice("PORTAL_LOG_LEVEL", ("DEBUG", "INFO", "WARNING", "ERROR"), "INFO"),
     )

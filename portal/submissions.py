@@ -8,7 +8,7 @@ from sqlalchemy.exc import IntegrityError
 from .extensions import db
 from .models import CreateSubmission
 
-WAIT_FOR_FIRST = 8.0  # seconds a resend waits for the first submission to finish
+WAIT_FOR_FIRST = 5.0  # seconds a resend waits for the first submission to finish
 
 
 class SubmissionInProgress(Exception):

@@ -133,3 +133,14 @@ class Receiver:
         while len(self.deliveries) < count and time.monotonic() < deadline:
             time.sleep(0.02)
         return self.deliveries
+
+
+def jwt_settings(client_key, **overrides) -> dict:
+    """Portal settings for the self-signed JWT mode with the test session's key."""
+    return {
+        "FLOW_AUTH_MODE": "self_signed_jwt",
+        "FLOW_JWT_PRIVATE_KEY": str(client_key.private_pem),
+        "FLOW_JWT_KID": client_key.kid,
+        "FLOW_JWT_ISSUER": "lender",
+        "FLOW_JWT_AUDIENCE": "flow-sandbox",
+    } | overrides

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 from joserfc.jwk import RSAKey
-from support import PASSWORD, migrated, portal_config
+from support import PASSWORD, jwt_settings, migrated, portal_config
 
 from portal import create_app
 
@@ -63,19 +63,7 @@ def test_check_ok_with_client_credentials(cli_app):
 
 def test_check_ok_with_self_signed_jwt(make_sandbox, trusted_keys_file, client_key, sqlite_url):
     sandbox = make_sandbox(SANDBOX_TRUSTED_KEYS=str(trusted_keys_file))
-    app = migrated(
-        create_app(
-            portal_config(
-                sandbox.url,
-                sqlite_url,
-                FLOW_AUTH_MODE="self_signed_jwt",
-                FLOW_JWT_PRIVATE_KEY=str(client_key.private_pem),
-                FLOW_JWT_KID=client_key.kid,
-                FLOW_JWT_ISSUER="lender",
-                FLOW_JWT_AUDIENCE="flow-sandbox",
-            )
-        )
-    )
+    app = migrated(create_app(portal_config(sandbox.url, sqlite_url, **jwt_settings(client_key))))
     result = invoke(app, "check")
     assert result.exit_code == 0, result.output
     assert "self_signed_jwt" in result.output
@@ -101,19 +89,7 @@ def test_check_diagnoses(cli_app, overrides, expected):
 
 def test_check_diagnoses_401_and_403_from_the_api(make_sandbox, client_key, sqlite_url, tmp_path):
     sandbox = make_sandbox()  # trusts no client key: the API refuses the JWT
-    app = migrated(
-        create_app(
-            portal_config(
-                sandbox.url,
-                sqlite_url,
-                FLOW_AUTH_MODE="self_signed_jwt",
-                FLOW_JWT_PRIVATE_KEY=str(client_key.private_pem),
-                FLOW_JWT_KID=client_key.kid,
-                FLOW_JWT_ISSUER="lender",
-                FLOW_JWT_AUDIENCE="flow-sandbox",
-            )
-        )
-    )
+    app = migrated(create_app(portal_config(sandbox.url, sqlite_url, **jwt_settings(client_key))))
     result = invoke(app, "check")
     assert result.exit_code != 0 and "401 from the API" in result.output
 

@@ -7,7 +7,7 @@ import time
 import pytest
 import requests
 import responses
-from support import portal_config
+from support import jwt_settings, portal_config
 
 from portal.flowapi import (
     FlowClient,
@@ -39,14 +39,7 @@ def flow_client(sandbox) -> FlowClient:
 @pytest.fixture
 def jwt_client(make_sandbox, trusted_keys_file, client_key):
     sandbox = make_sandbox(SANDBOX_TRUSTED_KEYS=str(trusted_keys_file))
-    client = make_client(
-        sandbox.url,
-        FLOW_AUTH_MODE="self_signed_jwt",
-        FLOW_JWT_PRIVATE_KEY=str(client_key.private_pem),
-        FLOW_JWT_KID=client_key.kid,
-        FLOW_JWT_ISSUER="lender",
-        FLOW_JWT_AUDIENCE="flow-sandbox",
-    )
+    client = make_client(sandbox.url, **jwt_settings(client_key))
     return sandbox, client
 
 
@@ -140,16 +133,9 @@ def test_early_expiring_tokens_are_renewed_on_401(sandbox, flow_client):
     assert sandbox.stats()["token_requests"] == 2
 
 
-def test_a_401_that_persists_surfaces_after_one_renewal(jwt_client, client_key, make_sandbox):
+def test_a_401_that_persists_surfaces_after_one_renewal(client_key, make_sandbox):
     other = make_sandbox()  # trusts no client key
-    client = make_client(
-        other.url,
-        FLOW_AUTH_MODE="self_signed_jwt",
-        FLOW_JWT_PRIVATE_KEY=str(client_key.private_pem),
-        FLOW_JWT_KID=client_key.kid,
-        FLOW_JWT_ISSUER="lender",
-        FLOW_JWT_AUDIENCE="flow-sandbox",
-    )
+    client = make_client(other.url, **jwt_settings(client_key))
     with pytest.raises(Unauthorized) as raised:
         client.list_flows()
     assert raised.value.status == 401 and raised.value.code == "unauthorized"

@@ -35,6 +35,14 @@ def make_user_for(app, role="operator", username=None):
         return user.username
 
 
+def staff_client(make_app, role="operator", **overrides):
+    """A signed-in test client of a new app (CSRF off) built with `overrides`."""
+    app = make_app(WTF_CSRF_ENABLED=False, **overrides)
+    client = app.test_client()
+    sign_in(client, make_user_for(app, role))
+    return client
+
+
 # -- sign-in -----------------------------------------------------------------------------------
 
 
@@ -138,9 +146,7 @@ def test_navigation_shows_what_the_role_may_use(signed_in):
 
 def test_paging_through_the_list_sees_each_flow_once(make_sandbox, make_app):
     sandbox = make_sandbox(SANDBOX_SEED="37")
-    app = make_app(sandbox_url=sandbox.url, WTF_CSRF_ENABLED=False)
-    client = app.test_client()
-    sign_in(client, make_user_for(app))
+    client = staff_client(make_app, sandbox_url=sandbox.url)
     page = client.get("/flows")
     pages = [FLOW_ROW.findall(page.text)]
     while links(page, "next"):
@@ -158,9 +164,7 @@ def test_paging_through_the_list_sees_each_flow_once(make_sandbox, make_app):
 
 def test_paging_stays_right_when_flows_are_created_meanwhile(make_sandbox, make_app):
     sandbox = make_sandbox(SANDBOX_SEED="30")
-    app = make_app(sandbox_url=sandbox.url, WTF_CSRF_ENABLED=False)
-    client = app.test_client()
-    sign_in(client, make_user_for(app))
+    client = staff_client(make_app, sandbox_url=sandbox.url)
     first = client.get("/flows")
     first_ids = FLOW_ROW.findall(first.text)
     for _ in range(4):
@@ -174,9 +178,7 @@ def test_paging_stays_right_when_flows_are_created_meanwhile(make_sandbox, make_
 
 def test_page_size_and_archived_live_in_the_query_string(make_sandbox, make_app):
     sandbox = make_sandbox(SANDBOX_SEED="40")
-    app = make_app(sandbox_url=sandbox.url, WTF_CSRF_ENABLED=False)
-    client = app.test_client()
-    sign_in(client, make_user_for(app, "viewer"))
+    client = staff_client(make_app, "viewer", sandbox_url=sandbox.url)
     assert len(FLOW_ROW.findall(client.get("/flows?limit=25").text)) == 25
     archived = client.get("/flows?archived=true&limit=100")
     archived_ids = set(FLOW_ROW.findall(archived.text))
@@ -371,6 +373,26 @@ def test_a_resent_form_creates_one_flow(app, signed_in, sandbox):
         assert db.session.query(CreateSubmission).count() == 1
 
 
+def test_an_unconfirmed_create_is_not_sent_twice(make_app, make_sandbox):
+    sandbox = make_sandbox()
+    client = staff_client(make_app, sandbox_url=sandbox.url, FLOW_READ_TIMEOUT="0.5")
+    page = client.get("/flows/new")
+    data = {
+        "country": "no",
+        "national_id": "15108695088",
+        "last_name": "Nordmann",
+        "redirect_url": "https://lender.example/done",
+        "submission": submission_token(page),
+    }
+    sandbox.fault(mode="timeout", seconds=1, count=1)
+    unconfirmed = client.post("/flows/new", data=data)
+    assert unconfirmed.status_code == 504 and "It may have been created" in unconfirmed.text
+    again = client.post("/flows/new", data=data)
+    assert again.status_code == 302 and again.headers["Location"] == "/flows"
+    assert "has not confirmed it" in client.get("/flows").text
+    assert sandbox.stats()["flows_created"] == 1
+
+
 def test_upstream_field_errors_land_on_the_field(signed_in, sandbox):
     page = create_form(signed_in("operator"), last_name="bad\u200bname")
     assert page.status_code == 422
@@ -380,9 +402,7 @@ def test_upstream_field_errors_land_on_the_field(signed_in, sandbox):
 
 
 def test_create_without_scope_for_the_country(make_app, sandbox):
-    app = make_app(WTF_CSRF_ENABLED=False, FLOW_SCOPES="loan-application:update:no")
-    client = app.test_client()
-    sign_in(client, make_user_for(app))
+    client = staff_client(make_app, FLOW_SCOPES="loan-application:update:no")
     assert "No create scope is configured" in client.get("/flows/new").text
 
 
@@ -408,9 +428,7 @@ def test_a_script_last_name_is_text(signed_in, sandbox):
 )
 def test_upstream_failures_are_pages_a_person_can_act_on(make_app, make_sandbox, fault, status, title):
     sandbox = make_sandbox()
-    app = make_app(sandbox_url=sandbox.url, WTF_CSRF_ENABLED=False, FLOW_READ_TIMEOUT="0.5", FLOW_RETRY_BUDGET="0.5")
-    client = app.test_client()
-    sign_in(client, make_user_for(app, "viewer"))
+    client = staff_client(make_app, "viewer", sandbox_url=sandbox.url, FLOW_READ_TIMEOUT="0.5", FLOW_RETRY_BUDGET="0.5")
     client.get("/flows")
     sandbox.fault(**fault)
     page = client.get("/flows?limit=25")
@@ -422,9 +440,7 @@ def test_upstream_failures_are_pages_a_person_can_act_on(make_app, make_sandbox,
 
 
 def test_bad_portal_credentials_are_a_page(make_app, make_user):
-    app = make_app(WTF_CSRF_ENABLED=False, FLOW_CLIENT_SECRET="wrong")
-    client = app.test_client()
-    sign_in(client, make_user_for(app, "viewer"))
+    client = staff_client(make_app, "viewer", FLOW_CLIENT_SECRET="wrong")
     page = client.get("/flows")
     assert page.status_code == 502 and "cannot sign in to the Flow Service" in page.text
     assert "unauthorized_client" in page.text and "wrong" not in page.text

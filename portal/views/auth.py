@@ -7,7 +7,7 @@ from flask_limiter.util import get_remote_address
 from flask_login import current_user, login_user, logout_user
 from sqlalchemy import select
 
-from ..auth_setup import oauth
+from ..auth_setup import staff_sso
 from ..extensions import db, limiter
 from ..forms import ConfirmForm, LoginForm
 from ..models import User, utc_now
@@ -77,18 +77,15 @@ def logout():
 @bp.get("/login/sso")
 def sso_start():
     """Send the person to the staff identity provider."""
-    if not current_app.extensions["portal.settings"].staff_sso_enabled:
-        abort(404)
-    return oauth.staff.authorize_redirect(url_for("auth.sso_callback", _external=True))
+    return (staff_sso() or abort(404)).authorize_redirect(url_for("auth.sso_callback", _external=True))
 
 
 @bp.get("/login/sso/callback")
 def sso_callback():
     """Sign in the staff member the identity provider vouches for, if an account links to them."""
-    if not current_app.extensions["portal.settings"].staff_sso_enabled:
-        abort(404)
+    client = staff_sso() or abort(404)
     try:
-        claims = oauth.staff.authorize_access_token().get("userinfo") or {}
+        claims = client.authorize_access_token().get("userinfo") or {}
     except Exception:  # authlib raises several error types for a failed or forged callback
         flash("Single sign-on failed. Try again or sign in with your portal account.", "danger")
         return redirect(url_for("auth.login"))

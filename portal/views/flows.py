@@ -8,7 +8,15 @@ from flask import Blueprint, abort, current_app, flash, redirect, render_templat
 from flask_login import current_user
 
 from ..audit import record_audit
-from ..flowapi import FlowClient, ValidationFailed
+from ..flowapi import (
+    FlowApiError,
+    FlowClient,
+    InsufficientScope,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+    ValidationFailed,
+)
 from ..forms import ConfirmForm, CreateFlowForm
 from ..security import role_required
 from ..submissions import SubmissionInProgress, claim_submission, forget_submission, settle_submission
@@ -164,7 +172,11 @@ def _create(form: CreateFlowForm):
     try:
         earlier = claim_submission(form.submission.data, current_user.username)
     except SubmissionInProgress:
-        flash("This flow is already being created; it will appear in the list shortly.", "info")
+        flash(
+            "This form was sent already and the Flow Service has not confirmed it. "
+            "Check the flow list before creating the flow again.",
+            "warning",
+        )
         return redirect(url_for("flows.index"))
     if earlier:
         return redirect(url_for("flows.detail", flow_id=earlier))
@@ -179,12 +191,27 @@ def _create(form: CreateFlowForm):
         forget_submission(form.submission.data)
         _attach_upstream_errors(form, error)
         return render_template("flows/new.html", form=form), 422
-    except Exception:
+    except FlowApiError as error:
+        if not _surely_not_created(error):
+            # The service may have created the flow and failed to answer: keeping the token means
+            # sending this form again cannot create a second one.
+            flash(
+                "The Flow Service did not confirm the flow. It may have been created: check the flow list "
+                "before creating it again.",
+                "warning",
+            )
+            return render_template("flows/new.html", form=form), 504
         forget_submission(form.submission.data)
         raise
     settle_submission(form.submission.data, created.flow_id, created.reference_id)
     flash(f"Flow {created.reference_id or created.flow_id} was created.", "success")
     return redirect(url_for("flows.detail", flow_id=created.flow_id))
+
+
+def _surely_not_created(error: FlowApiError) -> bool:
+    """True when the request cannot have reached the service, or the service said no."""
+    refused = isinstance(error, (Unauthorized, InsufficientScope, RateLimited, NotFound))
+    return refused or error.code in ("unreachable", "connect_timeout", "tls", "token_unreachable")
 
 
 UPSTREAM_FIELDS = {

@@ -29,10 +29,17 @@ def percentile(samples, fraction):
 
 def main() -> dict:
     with sandbox(SANDBOX_SEED="20") as url:
-        settings = load_settings({
-            "FLOW_API_URL": url, "FLOW_OIDC_URL": url, "FLOW_REALM": "sandbox", "FLOW_CLIENT_ID": "demo-client",
-            "FLOW_CLIENT_SECRET": "demo-secret", "FLOW_SCOPES": "loan-application:create:no",
-            "PORTAL_SECRET_KEY": "benchmark-secret-key-0000"})
+        settings = load_settings(
+            {
+                "FLOW_API_URL": url,
+                "FLOW_OIDC_URL": url,
+                "FLOW_REALM": "sandbox",
+                "FLOW_CLIENT_ID": "demo-client",
+                "FLOW_CLIENT_SECRET": "demo-secret",
+                "FLOW_SCOPES": "loan-application:create:no",
+                "PORTAL_SECRET_KEY": "benchmark-secret-key-0000",
+            }
+        )
         client = build_client(settings)
         before = requests.get(f"{url}/sandbox/stats", timeout=5).json()["token_requests"]
         for _ in range(CALLS):

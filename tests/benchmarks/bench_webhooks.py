@@ -33,11 +33,25 @@ def signed_deliveries(count: int) -> list[tuple[bytes, dict]]:
     deliveries = []
     for _ in range(count):
         event_id = str(uuid.uuid4())
-        body = json.dumps({"id": event_id, "type": "flow.status_changed", "timestamp": now.isoformat(),
-                           "data": {"flowId": str(uuid.uuid4()), "referenceId": "LA-1", "status": "Opened"}})
-        deliveries.append((body.encode(), {"webhook-id": event_id, "webhook-timestamp": str(int(now.timestamp())),
-                                           "webhook-signature": signer.sign(event_id, now, body),
-                                           "content-type": "application/json"}))
+        body = json.dumps(
+            {
+                "id": event_id,
+                "type": "flow.status_changed",
+                "timestamp": now.isoformat(),
+                "data": {"flowId": str(uuid.uuid4()), "referenceId": "LA-1", "status": "Opened"},
+            }
+        )
+        deliveries.append(
+            (
+                body.encode(),
+                {
+                    "webhook-id": event_id,
+                    "webhook-timestamp": str(int(now.timestamp())),
+                    "webhook-signature": signer.sign(event_id, now, body),
+                    "content-type": "application/json",
+                },
+            )
+        )
     return deliveries
 
 
@@ -65,17 +79,29 @@ def blast(url: str, deliveries) -> float:
 
 
 def portal_env(database_url: str) -> dict:
-    return {"FLOW_API_URL": "http://127.0.0.1:9", "FLOW_OIDC_URL": "http://127.0.0.1:9", "FLOW_REALM": "sandbox",
-            "FLOW_CLIENT_ID": "bench", "FLOW_CLIENT_SECRET": "bench", "FLOW_SCOPES": "loan-application:create:no",
-            "FLOW_WEBHOOK_SECRETS": SECRET, "PORTAL_SECRET_KEY": "benchmark-secret-key-0000",
-            "PORTAL_DATABASE_URL": database_url}
+    return {
+        "FLOW_API_URL": "http://127.0.0.1:9",
+        "FLOW_OIDC_URL": "http://127.0.0.1:9",
+        "FLOW_REALM": "sandbox",
+        "FLOW_CLIENT_ID": "bench",
+        "FLOW_CLIENT_SECRET": "bench",
+        "FLOW_SCOPES": "loan-application:create:no",
+        "FLOW_WEBHOOK_SECRETS": SECRET,
+        "PORTAL_SECRET_KEY": "benchmark-secret-key-0000",
+        "PORTAL_DATABASE_URL": database_url,
+    }
 
 
 def migrate(env: dict) -> None:
     import subprocess
 
-    subprocess.run([str(BIN / "flask"), "--app", "portal", "db", "upgrade"], cwd=ROOT, env={**os.environ, **env},
-                   check=True, capture_output=True)
+    subprocess.run(
+        [str(BIN / "flask"), "--app", "portal", "db", "upgrade"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        check=True,
+        capture_output=True,
+    )
 
 
 def fresh_postgres() -> str | None:

@@ -22,8 +22,9 @@ def free_port() -> int:
 
 @contextmanager
 def running(command: list[str], ready_url: str, env: dict | None = None):
-    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **(env or {})},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -44,8 +45,18 @@ def running(command: list[str], ready_url: str, env: dict | None = None):
 def sandbox(**settings):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [str(BIN / "flask"), "--app", "portal.sandbox", "run", "--host", "127.0.0.1", "-p", str(port),
-               "--no-reload", "--with-threads"]
+    command = [
+        str(BIN / "flask"),
+        "--app",
+        "portal.sandbox",
+        "run",
+        "--host",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "--no-reload",
+        "--with-threads",
+    ]
     with running(command, f"{url}/.well-known/openid-configuration", settings):
         yield url
 
@@ -54,7 +65,17 @@ def sandbox(**settings):
 def gunicorn(app: str, env: dict, ready_path: str = "/healthz", workers: int = 2):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [str(BIN / "gunicorn"), "--workers", str(workers), "--threads", "4", "--bind", f"127.0.0.1:{port}",
-               "--log-level", "warning", app]
+    command = [
+        str(BIN / "gunicorn"),
+        "--workers",
+        str(workers),
+        "--threads",
+        "4",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--log-level",
+        "warning",
+        app,
+    ]
     with running(command, url + ready_path, env):
         yield url

@@ -15,8 +15,14 @@ from portal.sandbox import create_app as create_sandbox
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 OFFLINE_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
 ]
 
@@ -56,10 +62,12 @@ class Stack:
     def __init__(self, tmp_path):
         sandbox_holder, self.sandbox_server, self.sandbox_url = serve_deferred()
         sandbox_holder.app = self.sandbox_app = create_sandbox(
-            {"SANDBOX_SEED": "40", "SANDBOX_WEBHOOK_BACKOFF": "0.05"})
+            {"SANDBOX_SEED": "40", "SANDBOX_WEBHOOK_BACKOFF": "0.05"}
+        )
         portal_holder, self.portal_server, self.url = serve_deferred()
-        config = portal_config(self.sandbox_url, f"sqlite:///{tmp_path / 'portal.db'}", PORTAL_PUBLIC_URL=self.url,
-                               RATELIMIT_ENABLED=True)
+        config = portal_config(
+            self.sandbox_url, f"sqlite:///{tmp_path / 'portal.db'}", PORTAL_PUBLIC_URL=self.url, RATELIMIT_ENABLED=True
+        )
         config.pop("TESTING")
         config["PORTAL_SECRET_KEY"] = "e2e-secret-key-0123456789"
         portal_holder.app = self.portal_app = migrated(create_app(config))

@@ -24,8 +24,9 @@ def test_sign_in_and_page_through_every_flow_once(page, stack, shot, console_err
         page.wait_for_load_state()
         pages.append(row_ids(page))
     seen = [flow_id for ids in pages for flow_id in ids]
-    expected = requests.get(f"{stack.sandbox_url}/api/flows?limit=100", timeout=5,
-                            headers={"Authorization": f"Bearer {token(stack)}"}).json()["data"]
+    expected = requests.get(
+        f"{stack.sandbox_url}/api/flows?limit=100", timeout=5, headers={"Authorization": f"Bearer {token(stack)}"}
+    ).json()["data"]
     assert seen == [item["id"] for item in expected]
     assert len(seen) == len(set(seen))
     back = []
@@ -40,9 +41,16 @@ def test_sign_in_and_page_through_every_flow_once(page, stack, shot, console_err
 
 
 def token(stack):
-    return requests.post(f"{stack.sandbox_url}/oauth2/token", timeout=5, data={
-        "grant_type": "client_credentials", "client_id": "demo-client", "client_secret": "demo-secret",
-        "scope": "loan-application:create:no"}).json()["access_token"]
+    return requests.post(
+        f"{stack.sandbox_url}/oauth2/token",
+        timeout=5,
+        data={
+            "grant_type": "client_credentials",
+            "client_id": "demo-client",
+            "client_secret": "demo-secret",
+            "scope": "loan-application:create:no",
+        },
+    ).json()["access_token"]
 
 
 def test_archived_tab_shows_only_archived_flows(page, stack, shot):
@@ -51,8 +59,11 @@ def test_archived_tab_shows_only_archived_flows(page, stack, shot):
     page.get_by_label("Per page").select_option("100")
     page.wait_for_url(re.compile(r"limit=100"))
     shot("flows-archived")
-    archived = requests.get(f"{stack.sandbox_url}/api/flows?archived=true&limit=100", timeout=5,
-                            headers={"Authorization": f"Bearer {token(stack)}"}).json()["data"]
+    archived = requests.get(
+        f"{stack.sandbox_url}/api/flows?archived=true&limit=100",
+        timeout=5,
+        headers={"Authorization": f"Bearer {token(stack)}"},
+    ).json()["data"]
     assert row_ids(page) == [item["id"] for item in archived] and archived
     assert "archived=true" in page.url
 
