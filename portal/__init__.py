@@ -4,7 +4,7 @@ import sys
 from collections.abc import Mapping
 from datetime import timedelta
 
-from dotenv import load_dotenv
+from dotenv import find_dotenv, load_dotenv
 from flask import Flask
 
 from . import auth_setup, cli, database, errors, presentation, security
@@ -34,7 +34,7 @@ def create_app(config: Mapping | None = None) -> Flask:
 
 def _load_settings(app: Flask, config: Mapping | None) -> Settings:
     if config is None:
-        load_dotenv()
+        load_dotenv(find_dotenv(usecwd=True))  # the working directory's .env, never overriding the environment
     try:
         return load_settings(config, instance_path=app.instance_path, testing=bool(config and config.get("TESTING")))
     except SettingsError as error:

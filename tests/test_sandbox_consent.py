@@ -84,3 +84,13 @@ def test_seeded_flows_cover_every_status_archive_and_incident(make_sandbox):
     details = [flow(sandbox, item["id"]) for item in current + archived]
     assert any(detail["hasIncidents"] for detail in details)
     assert {detail["status"] for detail in details} == {"active", "completed", "cancelled"}
+
+
+def test_the_home_page_links_active_flows_to_their_consent_pages(sandbox):
+    active = sandbox.create()["flowId"]
+    done = sandbox.create(last_name="<b>Bold</b>")["flowId"]
+    sandbox.control(done, "accept")
+    page = requests.get(sandbox.url + "/", timeout=5)
+    assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
+    assert f'href="/consent/{active}"' in page.text and f'href="/consent/{done}"' not in page.text
+    assert "demo-client" in page.text

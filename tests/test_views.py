@@ -250,6 +250,7 @@ def test_detail_shows_every_field(signed_in, sandbox):
     ):
         assert value in page, value
     assert "15108695088" not in page
+    assert f'href="{sandbox.url}/consent/{flow_id}"' in page
     assert re.search(r"<dt class=\"col-sm-4\">Version</dt><dd class=\"col-sm-8\">2</dd>", page)
 
 

@@ -19,6 +19,12 @@ def _apply(flow_id: str, action: str):
         raise ApiError(409, "conflict", str(error)) from None
 
 
+@bp.get("/")
+def home():
+    """A person's way in: the newest flows with links to their consent pages."""
+    return render_template("home.html", flows=runtime().store.newest(100), settings=runtime().settings)
+
+
 @bp.post("/sandbox/flows/<flow_id>/<action>")
 def control_flow(flow_id: str, action: str):
     """open | accept | reject | cancel | archive a flow, as the individual or an operator would."""

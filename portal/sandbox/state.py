@@ -177,6 +177,11 @@ class FlowStore:
             raise FlowNotFound(flow_id)
         return flow
 
+    def newest(self, limit: int) -> list[Flow]:
+        """The newest flows of every organization, newest first (for the sandbox's home page)."""
+        with self._lock:
+            return list(reversed(self._flows[-limit:]))
+
     def count(self) -> int:
         with self._lock:
             return len(self._flows)

@@ -2,10 +2,11 @@
 
 from urllib.parse import urlsplit
 
-from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, session, url_for
 from flask_limiter.util import get_remote_address
 from flask_login import current_user, login_user, logout_user
 from sqlalchemy import select
+from werkzeug.security import check_password_hash, generate_password_hash
 
 from ..auth_setup import staff_sso
 from ..extensions import db, limiter
@@ -38,8 +39,20 @@ def safe_next(target: str | None) -> str:
 def _start_session(user: User, target: str | None):
     user.last_login_at = utc_now()
     db.session.commit()
+    session.permanent = True  # ends after PERMANENT_SESSION_LIFETIME, not only when the browser closes
     login_user(user)
     return redirect(safe_next(target))
+
+
+# Hashing against a throwaway hash for unknown names keeps their answer as slow as a known name's.
+_UNKNOWN_USER_HASH = generate_password_hash("no such user")
+
+
+def _password_matches(user: User | None, password: str) -> bool:
+    if user is None or not user.password_hash:
+        check_password_hash(_UNKNOWN_USER_HASH, password)
+        return False
+    return user.check_password(password)
 
 
 @bp.get("/")
@@ -58,7 +71,7 @@ def login():
     form = LoginForm(next=request.args.get("next", ""))
     if form.validate_on_submit():
         user = db.session.scalar(select(User).where(User.username == form.username.data.strip()))
-        if user and user.is_active and user.check_password(form.password.data):
+        if _password_matches(user, form.password.data) and user.is_active:
             return _start_session(user, form.next.data)
         current_app.logger.info("failed sign-in for a username from %s", get_remote_address())
         flash("Wrong username or password, or the account is disabled.", "danger")

@@ -118,12 +118,21 @@ def _valid_flow_id(flow_id: str) -> str:
     return flow_id
 
 
+def _sandbox_consent_url(flow) -> str | None:
+    """Where a person plays the individual, for a flow of the sandbox (not a real service's)."""
+    path = flow.sandbox_config.get("consentUrl")
+    if flow.sandbox and isinstance(path, str) and path.startswith("/consent/"):
+        return settings().api_url + path
+    return None
+
+
 def _render_detail(flow_id: str, revealed: bool = False):
     flow = flow_client().get_flow(_valid_flow_id(flow_id))
     return render_template(
         "flows/detail.html",
         flow=flow,
         revealed=revealed,
+        consent_url=_sandbox_consent_url(flow),
         events=events_for_flow(flow.flow_id, flow.reference_id),
         reveal_form=ConfirmForm(),
     )

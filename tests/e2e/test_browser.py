@@ -132,9 +132,9 @@ def test_consent_in_the_sandbox_shows_up_as_a_timeline(page, stack, shot):
     page.get_by_role("button", name="Create flow").click()
     page.wait_for_url(re.compile(r"/flows/[0-9a-f-]{36}$"))
     flow_url = page.url
-    flow_id = flow_url.rsplit("/", 1)[1]
-    consent = page.context.new_page()
-    consent.goto(f"{stack.sandbox_url}/consent/{flow_id}")
+    with page.context.expect_page() as opened:
+        page.get_by_role("link", name="Open the sandbox consent page").click()
+    consent = opened.value
     consent.get_by_role("button", name="I consent").click()
     consent.wait_for_url(re.compile(r"/consent-complete$"))
     expect(consent.get_by_role("heading", level=1)).to_have_text("Thank you")
