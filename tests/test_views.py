@@ -293,9 +293,10 @@ def test_unknown_flow_is_a_404_page(signed_in):
 # -- create ------------------------------------------------------------------------------------
 
 
-def create_form(client, **changes):
+def form_data(client, **changes) -> dict:
+    """A filled-in create form, with the submission token of a freshly opened one."""
     page = client.get("/flows/new")
-    data = {
+    return {
         "country": "no",
         "national_id": "15108695088",
         "last_name": "Nordmann",
@@ -303,7 +304,10 @@ def create_form(client, **changes):
         "webhook_url": "",
         "submission": submission_token(page),
     } | changes
-    return client.post("/flows/new", data=data)
+
+
+def create_form(client, **changes):
+    return client.post("/flows/new", data=form_data(client, **changes))
 
 
 def test_create_prefills_addresses_and_offers_configured_countries(make_app, make_user):
@@ -359,14 +363,7 @@ def test_create_keeps_what_was_typed_after_an_error(signed_in):
 
 def test_a_resent_form_creates_one_flow(app, signed_in, sandbox):
     client = signed_in("operator")
-    page = client.get("/flows/new")
-    data = {
-        "country": "no",
-        "national_id": "15108695088",
-        "last_name": "Nordmann",
-        "redirect_url": "https://lender.example/done",
-        "submission": submission_token(page),
-    }
+    data = form_data(client)
     first, second = client.post("/flows/new", data=data), client.post("/flows/new", data=data)
     assert first.headers["Location"] == second.headers["Location"]
     assert sandbox.stats()["flows_created"] == 1
@@ -377,14 +374,7 @@ def test_a_resent_form_creates_one_flow(app, signed_in, sandbox):
 def test_an_unconfirmed_create_is_not_sent_twice(make_app, make_sandbox):
     sandbox = make_sandbox()
     client = staff_client(make_app, sandbox_url=sandbox.url, FLOW_READ_TIMEOUT="0.5")
-    page = client.get("/flows/new")
-    data = {
-        "country": "no",
-        "national_id": "15108695088",
-        "last_name": "Nordmann",
-        "redirect_url": "https://lender.example/done",
-        "submission": submission_token(page),
-    }
+    data = form_data(client)
     sandbox.fault(mode="timeout", seconds=1, count=1)
     unconfirmed = client.post("/flows/new", data=data)
     assert unconfirmed.status_code == 504 and "It may have been created" in unconfirmed.text

@@ -3,6 +3,7 @@
 import re
 
 import requests
+from axe_playwright_python.sync_playwright import Axe
 from browser_support import sign_in
 from playwright.sync_api import expect
 
@@ -182,3 +183,27 @@ def test_keyboard_reaches_the_list(page, stack):
     assert page.evaluate("document.activeElement.closest('tr[data-flow-id]') !== null")
     page.keyboard.press("Enter")
     expect(page).to_have_url(re.compile(r"/flows/[0-9a-f-]{36}$"))
+
+
+def test_pages_have_no_accessibility_violations(page, stack):
+    axe = Axe()
+    page.goto(f"{stack.url}/login")
+    pages = {"login": page.url}
+    sign_in(page, stack)
+    flow_path = page.locator("tr[data-flow-id] a").first.get_attribute("href")
+    pages |= {
+        "flows": f"{stack.url}/flows",
+        "archived": f"{stack.url}/flows?archived=true",
+        "detail": stack.url + flow_path,
+        "new": f"{stack.url}/flows/new",
+        "events": f"{stack.url}/events",
+        "not-found": f"{stack.url}/flows/00000000-0000-4000-8000-000000000000",
+    }
+    problems = {}
+    for name, url in pages.items():
+        page.goto(url)
+        results = axe.run(page)
+        found = [f"{violation['id']} ({violation['impact']})" for violation in results.response["violations"]]
+        if found:
+            problems[name] = found
+    assert problems == {}
