@@ -457,3 +457,16 @@ def test_security_headers_and_environment_badge(signed_in):
 def test_production_badge_is_plain(make_app):
     page = make_app(FLOW_ENVIRONMENT="production").test_client().get("/login").text
     assert 'text-bg-light" data-testid="env-badge">PRODUCTION' in page
+
+
+@pytest.mark.parametrize("value", ["kari\u0000", "\u0007"])
+def test_control_characters_in_forms_are_refused_with_a_message(client, make_user, value):
+    make_user("viewer", username="kari")
+    answer = sign_in(client, value)
+    assert answer.status_code == 200 and "control characters" in answer.text
+
+
+def test_control_characters_in_a_new_flow_are_refused(signed_in, sandbox):
+    page = create_form(signed_in("operator"), last_name="Nord\u0000mann")
+    assert any("control characters" in error for error in field_errors(page))
+    assert sandbox.stats()["flows_created"] == 0

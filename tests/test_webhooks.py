@@ -412,3 +412,32 @@ def test_migrations_match_the_models(plain_app):
     with plain_app.app_context(), db.engine.connect() as connection:
         differences = compare_metadata(MigrationContext.configure(connection), db.metadata)
     assert [d for d in differences if d[0] != "modify_type"] == []
+
+
+def test_awkward_but_signed_input_never_fails_the_store(make_app, database_url):
+    app = make_app(database=database_url, FLOW_WEBHOOK_SECRETS=SECRET, WTF_CSRF_ENABLED=False)
+    client = app.test_client()
+    nul_type = event(event_type="flow.\u0000created")
+    assert deliver(client, nul_type).status_code == 200
+    assert stored(app)[0].event_type == "flow.created"
+    body = json.dumps(event()).encode()
+    assert deliver(client, body=body, message_id="msg\u0007bell").status_code == 400
+    assert client.post(PATH, data=b'{"a": "\x00"}', headers={"content-type": "application/json"}).status_code == 401
+    assert "\x00" not in rejected(app)[-1].body_head
+
+
+def test_hmac_scheme_refuses_a_body_that_is_not_utf8(make_app, database_url):
+    app = make_app(database=database_url, FLOW_WEBHOOK_SCHEME="hmac-sha256", FLOW_WEBHOOK_SECRETS="plain")
+    body = json.dumps(event()).encode("utf-16")
+    signature = hmac.new(b"plain", body, hashlib.sha256).hexdigest()
+    answer = app.test_client().post(
+        PATH, data=body, headers={"X-Flow-Signature": signature, "content-type": "application/json"}
+    )
+    assert answer.status_code == 400 and stored(app) == []
+
+
+def test_out_of_range_event_ids_are_not_found(plain_app):
+    staff = admin_client(plain_app)
+    assert staff.get("/events/99999999999999999999").status_code == 404
+    assert staff.get("/events?before=99999999999999999999").status_code == 302
+    assert staff.get("/events?before=2147483647").status_code == 200

@@ -12,6 +12,7 @@ from ..webhooks.store import event_types, find_events
 bp = Blueprint("events", __name__, url_prefix="/events")
 
 PAGE_SIZE = 50
+MAX_ROW_ID = 2**31 - 1  # the id column is a 32-bit integer on PostgreSQL
 FILTER_VALUE = re.compile(r"[A-Za-z0-9._:-]{1,100}")
 
 
@@ -23,7 +24,7 @@ def _filters(args) -> tuple[dict, bool]:
         "before": args.get("before", "").strip(),
     }
     clean = {name: value for name, value in raw.items() if value and FILTER_VALUE.fullmatch(value)}
-    if "before" in clean and not clean["before"].isdigit():
+    if "before" in clean and not (clean["before"].isdigit() and int(clean["before"]) <= MAX_ROW_ID):
         del clean["before"]
     return clean, len(clean) != len([value for value in raw.values() if value])
 
@@ -53,7 +54,7 @@ def index():
     )
 
 
-@bp.get("/<int:event_row>")
+@bp.get(f"/<int(max={MAX_ROW_ID}):event_row>")
 def detail(event_row: int):
     """One event with its pretty-printed body and the headers that came with it."""
     event = db.session.get(WebhookEvent, event_row) or abort(404)

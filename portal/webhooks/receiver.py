@@ -35,6 +35,10 @@ def _reject(status: int, public: str, reason: str, body_head: bytes = b""):
     return _answer(status, {"error": public})
 
 
+def _usable_event_id(event_id) -> bool:
+    return isinstance(event_id, str) and 0 < len(event_id) <= 255 and event_id.isprintable()
+
+
 def receive():
     """Take one delivery from the Flow Service."""
     settings = current_app.extensions["portal.settings"]
@@ -58,11 +62,11 @@ def receive():
     if request.mimetype != "application/json":
         return _reject(415, "content type must be application/json", f"content type {request.mimetype!r}", body)
     try:
-        payload = json.loads(body)
-    except ValueError:
-        return _reject(400, "malformed JSON", "body is not valid JSON", body)
+        payload = json.loads(body.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError is a ValueError too
+        return _reject(400, "malformed JSON", "body is not valid UTF-8 JSON", body)
     event_id = verified.message_id or (payload.get("id") if isinstance(payload, dict) else None)
-    if not isinstance(payload, dict) or not isinstance(event_id, str) or not 0 < len(event_id) <= 255:
+    if not isinstance(payload, dict) or not _usable_event_id(event_id):
         return _reject(400, "the event must be a JSON object with an id", "no usable event id", body)
     kept = {name: request.headers[name] for name in KEPT_HEADERS if name in request.headers}
     stored = record_event(verified, event_id, payload, body, kept, get_remote_address())

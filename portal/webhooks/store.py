@@ -18,7 +18,7 @@ BODY_HEAD_BYTES = 4096
 
 def _text_field(source, name: str, limit: int) -> str | None:
     value = source.get(name) if isinstance(source, dict) else None
-    return value[:limit] if isinstance(value, str) else None
+    return value.replace("\x00", "")[:limit] if isinstance(value, str) else None  # PostgreSQL text takes no NUL
 
 
 def record_event(
@@ -56,7 +56,7 @@ def record_rejection(reason: str, source_ip: str | None, headers: dict, body_hea
             reason=reason[:255],
             source_ip=source_ip,
             signature_headers=json.dumps(headers),
-            body_head=body_head[:BODY_HEAD_BYTES].decode("utf-8", errors="replace"),
+            body_head=body_head[:BODY_HEAD_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd"),
         )
     )
     db.session.flush()
