@@ -127,7 +127,7 @@ def test_a_duplicate_is_answered_2xx_and_stored_once(hook_app, hook_client):
         ("garbage-signature", 401, "no well-formed entry"),
         ("bad-base64", 401, "no secret matches"),
         ("content-type", 415, "content type"),
-        ("malformed-json", 400, "not valid JSON"),
+        ("malformed-json", 400, "not valid UTF-8 JSON"),
         ("json-array", 400, "no usable event id"),
         ("oversize", 413, "over the limit"),
         ("not-utf8", 401, "UTF-8"),
