@@ -470,3 +470,24 @@ def test_control_characters_in_a_new_flow_are_refused(signed_in, sandbox):
     page = create_form(signed_in("operator"), last_name="Nord\u0000mann")
     assert any("control characters" in error for error in field_errors(page))
     assert sandbox.stats()["flows_created"] == 0
+
+
+def test_throttling_is_shared_through_redis(make_app):
+    import os
+    import uuid
+
+    import redis
+
+    url = os.environ.get("PORTAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).flushdb()  # a database kept for these tests
+    except redis.RedisError:
+        if os.environ.get("CI"):
+            pytest.fail(f"Redis must be reachable in CI at {url}")
+        pytest.skip("Redis not reachable: set PORTAL_TEST_REDIS_URL")
+    first = make_app(WTF_CSRF_ENABLED=False, RATELIMIT_ENABLED=True, PORTAL_REDIS_URL=url).test_client()
+    second = make_app(WTF_CSRF_ENABLED=False, RATELIMIT_ENABLED=True, PORTAL_REDIS_URL=url).test_client()
+    username = f"someone-{uuid.uuid4().hex}"
+    statuses = [sign_in(first, username, password="guess").status_code for _ in range(5)]
+    assert statuses == [200] * 5
+    assert sign_in(second, username, password="guess").status_code == 429, "a second worker sees the same count"
