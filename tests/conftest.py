@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 from joserfc.jwk import RSAKey
-from sqlalchemy import create_engine, text
-from support import PASSWORD, LiveServer, Receiver, Sandbox, migrated, portal_config, sign_in
+from support import PASSWORD, LiveServer, Receiver, Sandbox, empty_postgres, migrated, portal_config, sign_in
 
 from portal import create_app
 from portal.extensions import db
@@ -80,15 +79,6 @@ def trusted_keys_file(tmp_path, client_key) -> Path:
 POSTGRES_VARIABLE = "PORTAL_TEST_POSTGRES_URL"
 
 
-def _fresh_postgres(url: str) -> str:
-    engine = create_engine(url)
-    with engine.begin() as connection:
-        connection.execute(text("DROP SCHEMA IF EXISTS public CASCADE"))
-        connection.execute(text("CREATE SCHEMA public"))
-    engine.dispose()
-    return url
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def database_url(request, tmp_path) -> str:
     """Each store test runs on SQLite and on PostgreSQL (in CI always; elsewhere when configured)."""
@@ -99,7 +89,7 @@ def database_url(request, tmp_path) -> str:
         if os.environ.get("CI"):
             pytest.fail(f"{POSTGRES_VARIABLE} must be set in CI")
         pytest.skip(f"PostgreSQL not configured: set {POSTGRES_VARIABLE}")
-    return _fresh_postgres(url)
+    return empty_postgres(url)
 
 
 @pytest.fixture

@@ -144,3 +144,34 @@ def jwt_settings(client_key, **overrides) -> dict:
         "FLOW_JWT_ISSUER": "lender",
         "FLOW_JWT_AUDIENCE": "flow-sandbox",
     } | overrides
+
+
+def run_in_threads(work, count: int) -> list[Exception]:
+    """Run `work` in `count` threads started together; the exceptions they raised."""
+    barrier, errors = threading.Barrier(count), []
+
+    def run():
+        barrier.wait()
+        try:
+            work()
+        except Exception as error:  # collected for the caller's assertion
+            errors.append(error)
+
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def empty_postgres(url: str) -> str:
+    """Drop everything in the public schema, so each run starts from an empty database."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("DROP SCHEMA IF EXISTS public CASCADE"))
+        connection.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+    return url

@@ -1,13 +1,12 @@
 """The Flow API client against the sandbox over real HTTP: both auth modes, renewal, faults, hygiene."""
 
 import logging
-import threading
 import time
 
 import pytest
 import requests
 import responses
-from support import jwt_settings, portal_config
+from support import jwt_settings, portal_config, run_in_threads
 
 from portal.flowapi import (
     FlowClient,
@@ -87,21 +86,7 @@ def test_one_token_serves_many_calls(sandbox, flow_client):
 
 
 def test_sixteen_threads_on_a_cold_cache_fetch_one_token(sandbox, flow_client):
-    barrier, errors = threading.Barrier(16), []
-
-    def call():
-        barrier.wait()
-        try:
-            flow_client.list_flows(limit=1)
-        except Exception as error:  # reported below
-            errors.append(error)
-
-    threads = [threading.Thread(target=call) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
+    assert run_in_threads(lambda: flow_client.list_flows(limit=1), 16) == []
     assert sandbox.stats()["token_requests"] == 1
 
 

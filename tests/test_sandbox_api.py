@@ -2,11 +2,11 @@
 
 import json
 import re
-import threading
 from datetime import datetime
 
 import pytest
 import requests
+from support import run_in_threads
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 MILLIS_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -245,21 +245,13 @@ def test_unknown_paths_and_methods_answer_json(sandbox):
 
 def test_sixteen_parallel_creates_get_unique_flow_numbers(sandbox):
     token = sandbox.token()
-    references, errors = [], []
+    references = []
 
     def create_some():
-        try:
-            for _ in range(5):
-                references.append(sandbox.create(token=token)["referenceId"])
-        except Exception as error:  # reported below
-            errors.append(error)
+        for _ in range(5):
+            references.append(sandbox.create(token=token)["referenceId"])
 
-    threads = [threading.Thread(target=create_some) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
+    assert run_in_threads(create_some, 16) == []
     assert len(references) == 80 == len(set(references))
     listed = sandbox.api("GET", "/api/flows?limit=100", token).json()["data"]
     numbers = [int(item["referenceId"].split("-")[1]) for item in listed]

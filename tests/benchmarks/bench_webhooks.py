@@ -16,11 +16,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import requests
-from sqlalchemy import create_engine, text
 from standardwebhooks import Webhook
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.servers import BIN, ROOT, gunicorn  # noqa: E402
+from support import empty_postgres  # noqa: E402
 
 SECRET = "whsec_Zmxvdy1zYW5kYm94LWRlbW8td2ViaG9vay1zZWNyZXQ="
 EVENTS = 3000
@@ -106,12 +106,7 @@ def migrate(env: dict) -> None:
 
 def fresh_postgres() -> str | None:
     try:
-        engine = create_engine(POSTGRES)
-        with engine.begin() as connection:
-            connection.execute(text("DROP SCHEMA IF EXISTS public CASCADE"))
-            connection.execute(text("CREATE SCHEMA public"))
-        engine.dispose()
-        return POSTGRES
+        return empty_postgres(POSTGRES)
     except Exception as error:  # reported, the run goes on without PostgreSQL
         print(f"PostgreSQL unavailable: {error}", file=sys.stderr)
         return None
