@@ -125,3 +125,49 @@ def test_unknown_realm_is_404(sandbox):
 
 def test_token_endpoint_takes_only_post(sandbox):
     assert requests.get(sandbox.token_url, timeout=5).status_code == 405
+
+
+def test_extra_clients_may_use_the_short_field_names(make_sandbox, tmp_path):
+    clients = tmp_path / "clients.json"
+    clients.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "short",
+                    "secret": "short-secret",
+                    "organization": "short-org",
+                    "allowed_scopes": ["loan-application:create:se"],
+                }
+            ]
+        )
+    )
+    sandbox = make_sandbox(SANDBOX_CLIENTS=str(clients))
+    refused = token_request(sandbox, client_id="short", client_secret="short-secret")
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_scope"
+    granted = token_request(
+        sandbox, client_id="short", client_secret="short-secret", scope="loan-application:create:se"
+    )
+    assert (
+        jwt.decode(
+            granted.json()["access_token"],
+            KeySet.import_key_set(
+                requests.get(f"{sandbox.url}/realms/sandbox/protocol/openid-connect/certs", timeout=5).json()
+            ),
+        ).claims["org"]
+        == "short-org"
+    )
+
+
+def test_bad_sandbox_settings_stop_start_up(tmp_path):
+    from portal.sandbox import create_app
+
+    broken = tmp_path / "clients.json"
+    broken.write_text('[{"organization": "no-id"}]')
+    for settings in (
+        {"SANDBOX_CLIENTS": str(broken)},
+        {"SANDBOX_TOKEN_LIFETIME": "soon"},
+        {"SANDBOX_WEBHOOK_SECRET": "plain"},
+        {"SANDBOX_TRUSTED_KEYS": str(tmp_path / "missing.json")},
+    ):
+        with pytest.raises(SystemExit):
+            create_app(settings)

@@ -60,6 +60,16 @@ def _number(env: Mapping, name: str, default, kind=int, minimum=0):
     return value
 
 
+def _file_text(env: Mapping, name: str) -> str | None:
+    path = env.get(name)
+    if not path:
+        return None
+    try:
+        return Path(path).read_text().strip()
+    except OSError as error:
+        raise SandboxSettingsError(f"{name}: cannot read {path} ({error.strerror})") from None
+
+
 def _json_file(env: Mapping, name: str):
     path = env.get(name)
     if not path:
@@ -70,27 +80,37 @@ def _json_file(env: Mapping, name: str):
         raise SandboxSettingsError(f"{name}: cannot read JSON from {path}: {error}") from None
 
 
+def _first(entry: dict, *names):
+    """The value under the first of `names` present: DESIGN names the fields loosely."""
+    for name in names:
+        if name in entry:
+            return entry[name]
+    raise KeyError(names[0])
+
+
+def _client(entry: dict) -> Client:
+    scopes = entry.get("scopes", entry.get("allowed_scopes", ALL_SCOPES))
+    return Client(
+        str(_first(entry, "client_id", "id")),
+        str(_first(entry, "client_secret", "secret")),
+        str(entry.get("organization", entry.get("org", DEMO_ORGANIZATION))),
+        frozenset(scopes.split() if isinstance(scopes, str) else scopes),
+    )
+
+
 def _clients(env: Mapping) -> tuple[Client, ...]:
     demo = Client("demo-client", "demo-secret", DEMO_ORGANIZATION, frozenset(ALL_SCOPES))
     extra = _json_file(env, "SANDBOX_CLIENTS") or []
     try:
-        return (demo,) + tuple(
-            Client(
-                entry["client_id"],
-                entry["client_secret"],
-                entry.get("organization", DEMO_ORGANIZATION),
-                frozenset(entry.get("scopes", ALL_SCOPES)),
-            )
-            for entry in extra
-        )
-    except (KeyError, TypeError):
+        return (demo,) + tuple(_client(entry) for entry in extra)
+    except (KeyError, TypeError, AttributeError):
         raise SandboxSettingsError(
             "SANDBOX_CLIENTS must be a JSON list of {client_id, client_secret, organization, scopes}"
         ) from None
 
 
 def _webhook_secret(env: Mapping) -> str:
-    secret = env.get("SANDBOX_WEBHOOK_SECRET") or DEMO_WEBHOOK_SECRET
+    secret = env.get("SANDBOX_WEBHOOK_SECRET") or _file_text(env, "SANDBOX_WEBHOOK_SECRET_FILE") or DEMO_WEBHOOK_SECRET
     try:
         if not secret.startswith("whsec_") or len(base64.b64decode(secret[6:], validate=True)) < 16:
             raise ValueError
