@@ -7,7 +7,7 @@ from datetime import timedelta
 from dotenv import find_dotenv, load_dotenv
 from flask import Flask
 
-from . import auth_setup, cli, database, errors, presentation, security
+from . import auth_setup, cli, database, errors, i18n, presentation, security
 from .extensions import csrf, db, limiter, migrate
 from .flowapi import build_client
 from .settings import Settings, SettingsError, load_settings
@@ -70,6 +70,7 @@ def _init_extensions(app: Flask, settings: Settings) -> None:
     migrate.init_app(app, db, directory=str(database.MIGRATIONS))
     csrf.init_app(app)
     limiter.init_app(app)
+    i18n.init_app(app)
     auth_setup.init_app(app, settings)
     app.extensions["flow_client"] = build_client(settings)
 

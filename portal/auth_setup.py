@@ -2,6 +2,7 @@
 
 from authlib.integrations.flask_client import OAuth
 from flask import Flask, current_app, request
+from flask_babel import lazy_gettext as _l
 from flask_login import current_user
 
 from .extensions import db, login_manager
@@ -12,6 +13,7 @@ from .settings import Settings
 PUBLIC_ENDPOINTS = {
     "static",
     "auth.login",
+    "auth.set_language",
     "auth.sso_start",
     "auth.sso_callback",
     "health.live",
@@ -24,7 +26,7 @@ PUBLIC_ENDPOINTS = {
 def init_app(app: Flask, settings: Settings) -> None:
     login_manager.init_app(app)
     login_manager.login_view = "auth.login"
-    login_manager.login_message = "Please sign in to continue."
+    login_manager.login_message = _l("Please sign in to continue.")
     login_manager.login_message_category = "info"
     login_manager.session_protection = "strong"
     login_manager.user_loader(_load_user)

@@ -3,6 +3,7 @@
 import logging
 
 from flask import Flask, render_template, request
+from flask_babel import lazy_gettext as _l
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
@@ -20,52 +21,73 @@ from .flowapi import (
 log = logging.getLogger(__name__)
 
 PAGES = {
-    400: ("Something in that request was not right", "Go back and check what you entered."),
-    403: ("You do not have access to this", "Your role does not allow this page. Ask an administrator if you need it."),
-    404: ("Not found", "There is nothing at this address. Check the link, or start again from the flow list."),
-    405: ("Not allowed", "This address does not take that kind of request."),
-    413: ("Too large", "What was sent is larger than the portal accepts."),
-    429: ("Too many attempts", "Wait a minute and try again."),
+    400: (_l("Something in that request was not right"), _l("Go back and check what you entered.")),
+    403: (
+        _l("You do not have access to this"),
+        _l("Your role does not allow this page. Ask an administrator if you need it."),
+    ),
+    404: (_l("Not found"), _l("There is nothing at this address. Check the link, or start again from the flow list.")),
+    405: (_l("Not allowed"), _l("This address does not take that kind of request.")),
+    413: (_l("Too large"), _l("What was sent is larger than the portal accepts.")),
+    429: (_l("Too many attempts"), _l("Wait a minute and try again.")),
     500: (
-        "Something went wrong on our side",
-        "The error was logged. Try again; if it keeps happening, tell support the time it happened.",
+        _l("Something went wrong on our side"),
+        _l("The error was logged. Try again; if it keeps happening, tell support the time it happened."),
     ),
 }
 
 # Upstream failure -> (HTTP status, title, what the person can do, offer a retry link)
 UPSTREAM_PAGES = (
-    (NotFound, 404, "Flow not found", "The Flow Service has no flow with this id for your organization.", False),
+    (
+        NotFound,
+        404,
+        _l("Flow not found"),
+        _l("The Flow Service has no flow with this id for your organization."),
+        False,
+    ),
     (
         ValidationFailed,
         400,
-        "The Flow Service did not accept that",
-        "Check the address or the values and try again.",
+        _l("The Flow Service did not accept that"),
+        _l("Check the address or the values and try again."),
         False,
     ),
     (
         Unauthorized,
         502,
-        "The portal cannot sign in to the Flow Service",
-        "Its credentials were refused. An administrator should run `flask --app portal check`.",
+        _l("The portal cannot sign in to the Flow Service"),
+        _l("Its credentials were refused. An administrator should run `flask --app portal check`."),
         True,
     ),
     (
         InsufficientScope,
         403,
-        "The portal is not allowed to do that",
-        "Its credentials lack the scope this needs. An administrator can request it from the operator.",
+        _l("The portal is not allowed to do that"),
+        _l("Its credentials lack the scope this needs. An administrator can request it from the operator."),
         False,
     ),
-    (RateLimited, 503, "The Flow Service asks us to slow down", "Wait a few seconds and try again.", True),
-    (UpstreamTimeout, 504, "The Flow Service is slow", "It did not answer in time. Try again in a moment.", True),
+    (RateLimited, 503, _l("The Flow Service asks us to slow down"), _l("Wait a few seconds and try again."), True),
+    (
+        UpstreamTimeout,
+        504,
+        _l("The Flow Service is slow"),
+        _l("It did not answer in time. Try again in a moment."),
+        True,
+    ),
     (
         UpstreamProtocolError,
         502,
-        "The Flow Service sent something unexpected",
-        "Try again; if it keeps happening, tell support the code below.",
+        _l("The Flow Service sent something unexpected"),
+        _l("Try again; if it keeps happening, tell support the code below."),
         True,
     ),
-    (FlowApiError, 503, "The Flow Service is unavailable", "It could not be reached. Try again in a moment.", True),
+    (
+        FlowApiError,
+        503,
+        _l("The Flow Service is unavailable"),
+        _l("It could not be reached. Try again in a moment."),
+        True,
+    ),
 )
 
 
@@ -96,8 +118,8 @@ def _http_error(error: HTTPException):
 def _csrf_error(error: CSRFError):
     return render_error(
         400,
-        "Your session expired",
-        "The form was open too long or you signed out meanwhile. Reload the page and try again.",
+        _l("Your session expired"),
+        _l("The form was open too long or you signed out meanwhile. Reload the page and try again."),
     )
 
 

@@ -1,5 +1,6 @@
 """Unbound extension singletons; `create_app` binds them to an app."""
 
+from flask_babel import Babel
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_login import LoginManager
@@ -18,3 +19,4 @@ migrate = Migrate()
 csrf = CSRFProtect()
 login_manager = LoginManager()
 limiter = Limiter(key_func=get_remote_address, default_limits=[])
+babel = Babel()

@@ -2,18 +2,19 @@
 
 from urllib.parse import urlsplit
 
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import HiddenField, PasswordField, SelectField, StringField, SubmitField
 from wtforms.validators import DataRequired, Length, Optional, ValidationError
 
 from .nationalid import NUMBERS, NationalIdProblem, validate_national_id
-from .settings import COUNTRIES
 
 
 def printable(form, field) -> None:
     """No control characters: they are never part of a name or number, and PostgreSQL refuses NUL."""
     if field.data and not field.data.isprintable():
-        raise ValidationError("Remove the invisible control characters from this field.")
+        raise ValidationError(_("Remove the invisible control characters from this field."))
 
 
 def http_url(form, field) -> None:
@@ -21,22 +22,25 @@ def http_url(form, field) -> None:
         return
     parts = urlsplit(field.data.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationError("Enter a full address starting with https:// (or http://).")
+        raise ValidationError(_("Enter a full address starting with https:// (or http://)."))
+
+
+COUNTRY_NAMES = {"no": _l("Norway"), "se": _l("Sweden"), "fi": _l("Finland")}
 
 
 class LoginForm(FlaskForm):
     username = StringField(
-        "Username",
+        _l("Username"),
         validators=[DataRequired(), Length(max=80), printable],
         render_kw={"autocomplete": "username", "autofocus": True},
     )
     password = PasswordField(
-        "Password",
+        _l("Password"),
         validators=[DataRequired(), Length(max=256), printable],
         render_kw={"autocomplete": "current-password"},
     )
     next = HiddenField(validators=[printable])
-    submit = SubmitField("Sign in")
+    submit = SubmitField(_l("Sign in"))
 
 
 class ConfirmForm(FlaskForm):
@@ -44,34 +48,34 @@ class ConfirmForm(FlaskForm):
 
 
 class CreateFlowForm(FlaskForm):
-    country = SelectField("Country")
+    country = SelectField(_l("Country"))
     national_id = StringField(
-        "National id",
+        _l("National id"),
         validators=[DataRequired(), Length(max=20), printable],
         render_kw={"autocomplete": "off", "spellcheck": "false"},
     )
     last_name = StringField(
-        "Last name", validators=[DataRequired(), Length(max=100), printable], render_kw={"autocomplete": "off"}
+        _l("Last name"), validators=[DataRequired(), Length(max=100), printable], render_kw={"autocomplete": "off"}
     )
     redirect_url = StringField(
-        "Redirect URL",
+        _l("Redirect URL"),
         validators=[DataRequired(), Length(max=2048), printable, http_url],
-        description="Where the individual is sent when the consent is done.",
+        description=_l("Where the individual is sent when the consent is done."),
     )
     webhook_url = StringField(
-        "Webhook URL",
+        _l("Webhook URL"),
         validators=[Optional(), Length(max=2048), printable, http_url],
-        description="Where the Flow Service reports changes; leave empty for none.",
+        description=_l("Where the Flow Service reports changes; leave empty for none."),
     )
     submission = HiddenField(
-        validators=[DataRequired("The form is incomplete: reload the page."), Length(max=64), printable]
+        validators=[DataRequired(_l("The form is incomplete: reload the page.")), Length(max=64), printable]
     )
-    submit = SubmitField("Create flow")
+    submit = SubmitField(_l("Create flow"))
 
     def __init__(self, countries: list[str], **kwargs):
         super().__init__(**kwargs)
-        self.country.choices = [(code, COUNTRIES[code]) for code in countries]
-        self.country.description = " · ".join(f"{COUNTRIES[code]}: {NUMBERS[code][2]}" for code in countries)
+        self.country.choices = [(code, COUNTRY_NAMES[code]) for code in countries]
+        self.country.description = " · ".join(f"{COUNTRY_NAMES[code]}: {NUMBERS[code][2]}" for code in countries)
 
     def validate_national_id(self, field) -> None:
         if self.country.data not in NUMBERS:

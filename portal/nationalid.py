@@ -1,20 +1,22 @@
 """National ids as staff type them: validated for the chosen country with python-stdnum."""
 
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from stdnum.exceptions import InvalidChecksum, InvalidComponent, InvalidFormat, InvalidLength, ValidationError
 from stdnum.fi import hetu
 from stdnum.no import fodselsnummer
 from stdnum.se import personnummer
 
 NUMBERS = {
-    "no": (fodselsnummer, "Norwegian fødselsnummer", "11 digits, e.g. 15108695088"),
-    "se": (personnummer, "Swedish personnummer", "YYMMDD-NNNN, e.g. 811218-9876"),
-    "fi": (hetu, "Finnish henkilötunnus", "DDMMYY-NNNC, e.g. 131052-308T"),
+    "no": (fodselsnummer, _l("Norwegian fødselsnummer"), _l("11 digits, e.g. 15108695088")),
+    "se": (personnummer, _l("Swedish personnummer"), _l("YYMMDD-NNNN, e.g. 811218-9876")),
+    "fi": (hetu, _l("Finnish henkilötunnus"), _l("DDMMYY-NNNC, e.g. 131052-308T")),
 }
 PROBLEMS = (
-    (InvalidLength, "it has the wrong number of characters"),
-    (InvalidFormat, "it has characters that do not belong in it"),
-    (InvalidComponent, "its date of birth or individual number is not possible"),
-    (InvalidChecksum, "its check digit does not match — look for a mistyped digit"),
+    (InvalidLength, _l("it has the wrong number of characters")),
+    (InvalidFormat, _l("it has characters that do not belong in it")),
+    (InvalidComponent, _l("its date of birth or individual number is not possible")),
+    (InvalidChecksum, _l("its check digit does not match — look for a mistyped digit")),
 )
 
 
@@ -28,5 +30,12 @@ def validate_national_id(country: str, value: str) -> str:
     try:
         return module.validate(value.strip())
     except ValidationError as error:
-        reason = next((text for kind, text in PROBLEMS if isinstance(error, kind)), "it is not valid")
-        raise NationalIdProblem(f"This is not a valid {name}: {reason}. Expected {example}.") from None
+        reason = next((text for kind, text in PROBLEMS if isinstance(error, kind)), _l("it is not valid"))
+        raise NationalIdProblem(
+            _(
+                "This is not a valid %(name)s: %(reason)s. Expected %(example)s.",
+                name=name,
+                reason=reason,
+                example=example,
+            )
+        ) from None

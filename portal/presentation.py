@@ -5,6 +5,7 @@ from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 from flask import Flask, current_app
+from flask_babel import gettext as _
 
 MASK = "•"
 VISIBLE_TAIL = 3
@@ -67,7 +68,7 @@ def shown(value) -> str:
     if value is None or value == "":
         return "—"
     if isinstance(value, bool):
-        return "Yes" if value else "No"
+        return _("Yes") if value else _("No")
     return str(value)
 
 

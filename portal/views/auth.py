@@ -3,6 +3,7 @@
 from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, session, url_for
+from flask_babel import gettext as _
 from flask_limiter.util import get_remote_address
 from flask_login import current_user, login_user, logout_user
 from sqlalchemy import select
@@ -11,6 +12,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 from ..auth_setup import staff_sso
 from ..extensions import db, limiter
 from ..forms import ConfirmForm, LoginForm
+from ..i18n import LANGUAGES
 from ..models import User, utc_now
 
 bp = Blueprint("auth", __name__)
@@ -74,7 +76,7 @@ def login():
         if _password_matches(user, form.password.data) and user.is_active:
             return _start_session(user, form.next.data)
         current_app.logger.info("failed sign-in for a username from %s", get_remote_address())
-        flash("Wrong username or password, or the account is disabled.", "danger")
+        flash(_("Wrong username or password, or the account is disabled."), "danger")
     return render_template("auth/login.html", form=form)
 
 
@@ -83,8 +85,17 @@ def logout():
     """Sign out (POST with CSRF, so no link or image can sign anyone out)."""
     if ConfirmForm().validate_on_submit():
         logout_user()
-        flash("You are signed out.", "info")
+        flash(_("You are signed out."), "info")
     return redirect(url_for("auth.login"))
+
+
+@bp.post("/language")
+def set_language():
+    """Remember the chosen language for this browser session and go back to the page."""
+    language = request.form.get("language", "")
+    if language in LANGUAGES:
+        session["language"] = language
+    return redirect(safe_next(request.form.get("next")))
 
 
 @bp.get("/login/sso")
@@ -100,10 +111,10 @@ def sso_callback():
     try:
         claims = client.authorize_access_token().get("userinfo") or {}
     except Exception:  # authlib raises several error types for a failed or forged callback
-        flash("Single sign-on failed. Try again or sign in with your portal account.", "danger")
+        flash(_("Single sign-on failed. Try again or sign in with your portal account."), "danger")
         return redirect(url_for("auth.login"))
     user = db.session.scalar(select(User).where(User.sso_subject == str(claims.get("sub"))))
     if not (user and user.is_active):
-        flash("Your single sign-on identity has no portal account. Ask an administrator.", "danger")
+        flash(_("Your single sign-on identity has no portal account. Ask an administrator."), "danger")
         return redirect(url_for("auth.login"))
     return _start_session(user, None)

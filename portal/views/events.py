@@ -4,6 +4,7 @@ import json
 import re
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
 
 from ..extensions import db
 from ..models import WebhookEvent
@@ -34,7 +35,7 @@ def index():
     """Received events, newest first, filtered by type and by flow id or referenceId."""
     filters, dropped = _filters(request.args)
     if dropped:
-        flash("A filter value was not valid and was left out.", "warning")
+        flash(_("A filter value was not valid and was left out."), "warning")
         return redirect(url_for("events.index", **filters))
     page = find_events(
         event_type=filters.get("type"),

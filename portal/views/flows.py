@@ -5,6 +5,7 @@ import secrets
 from dataclasses import dataclass
 
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
 from flask_login import current_user
 
 from ..audit import record_audit
@@ -61,15 +62,15 @@ def _parse_list_query(args) -> tuple[ListQuery, list[str]]:
     problems = []
     limit = args.get("limit", "10")
     if limit not in {str(size) for size in PAGE_SIZES}:
-        problems.append(f"Page size must be one of {', '.join(map(str, PAGE_SIZES))}; showing 10.")
+        problems.append(_("Page size must be one of %(sizes)s; showing 10.", sizes=", ".join(map(str, PAGE_SIZES))))
         limit = "10"
     archived = args.get("archived", "false").lower()
     if archived not in ("true", "false"):
-        problems.append("The archived filter is true or false; showing current flows.")
+        problems.append(_("The archived filter is true or false; showing current flows."))
         archived = "false"
     after, before = args.get("after") or None, args.get("before") or None
     if any(cursor and not FLOW_ID.fullmatch(cursor) for cursor in (after, before)) or (after and before):
-        problems.append("That page position is not valid; showing the first page.")
+        problems.append(_("That page position is not valid; showing the first page."))
         after = before = None
     return ListQuery(int(limit), archived == "true", after, before), problems
 
@@ -85,7 +86,7 @@ def index():
     try:
         page = flow_client().list_flows(query.limit, query.archived, query.after, query.before)
     except ValidationFailed:
-        flash("That page position no longer exists; showing the first page.", "warning")
+        flash(_("That page position no longer exists; showing the first page."), "warning")
         return redirect(query.url())
     if query.before and not page.has_more:
         # Back at the newest flows: show the first page whole, not the short remainder.
@@ -161,7 +162,7 @@ def new():
     countries = settings().create_countries
     form = CreateFlowForm(countries, data=_create_defaults())
     if not countries:
-        flash("No create scope is configured (FLOW_SCOPES), so no flow can be created.", "warning")
+        flash(_("No create scope is configured (FLOW_SCOPES), so no flow can be created."), "warning")
     elif form.validate_on_submit():
         return _create(form)
     return render_template("flows/new.html", form=form)
@@ -178,43 +179,57 @@ def _create_defaults() -> dict:
 
 
 def _create(form: CreateFlowForm):
+    """Claim the form's token, send the flow, settle the token; then show the new flow."""
     try:
         earlier = claim_submission(form.submission.data, current_user.username)
     except SubmissionInProgress:
         flash(
-            "This form was sent already and the Flow Service has not confirmed it. "
-            "Check the flow list before creating the flow again.",
+            _(
+                "This form was sent already and the Flow Service has not confirmed it. "
+                "Check the flow list before creating the flow again."
+            ),
             "warning",
         )
         return redirect(url_for("flows.index"))
     if earlier:
         return redirect(url_for("flows.detail", flow_id=earlier))
     try:
-        created = flow_client().create_flow(
-            form.national_id.data,
-            form.last_name.data.strip(),
-            form.redirect_url.data.strip(),
-            (form.webhook_url.data or "").strip(),
-        )
+        created = _send(form)
     except ValidationFailed as error:
         forget_submission(form.submission.data)
         _attach_upstream_errors(form, error)
         return render_template("flows/new.html", form=form), 422
     except FlowApiError as error:
-        if not _surely_not_created(error):
-            # The service may have created the flow and failed to answer: keeping the token means
-            # sending this form again cannot create a second one.
-            flash(
-                "The Flow Service did not confirm the flow. It may have been created: check the flow list "
-                "before creating it again.",
-                "warning",
-            )
-            return render_template("flows/new.html", form=form), 504
-        forget_submission(form.submission.data)
-        raise
+        return _unconfirmed(form, error)
     settle_submission(form.submission.data, created.flow_id, created.reference_id)
-    flash(f"Flow {created.reference_id or created.flow_id} was created.", "success")
+    flash(_("Flow %(reference)s was created.", reference=created.reference_id or created.flow_id), "success")
     return redirect(url_for("flows.detail", flow_id=created.flow_id))
+
+
+def _send(form: CreateFlowForm):
+    return flow_client().create_flow(
+        form.national_id.data,
+        form.last_name.data.strip(),
+        form.redirect_url.data.strip(),
+        (form.webhook_url.data or "").strip(),
+    )
+
+
+def _unconfirmed(form: CreateFlowForm, error: FlowApiError):
+    """A failed create: re-raise if it surely created nothing, else keep the token and say so."""
+    if _surely_not_created(error):
+        forget_submission(form.submission.data)
+        raise error
+    # The service may have created the flow and failed to answer: keeping the token means
+    # sending this form again cannot create a second one.
+    flash(
+        _(
+            "The Flow Service did not confirm the flow. It may have been created: "
+            "check the flow list before creating it again."
+        ),
+        "warning",
+    )
+    return render_template("flows/new.html", form=form), 504
 
 
 def _surely_not_created(error: FlowApiError) -> bool:
@@ -237,8 +252,9 @@ def _attach_upstream_errors(form: CreateFlowForm, error: ValidationFailed) -> No
     for detail in error.details:
         field = getattr(form, UPSTREAM_FIELDS.get(detail.field, ""), None)
         if field is not None:
-            field.errors = [*field.errors, f"The Flow Service says: {detail.message}"]
+            field.errors = [*field.errors, _("The Flow Service says: %(message)s", message=detail.message)]
         else:
             unplaced.append(detail.message)
     if unplaced or not error.details:
-        flash(f"The Flow Service did not accept the flow: {'; '.join(unplaced) or error}", "danger")
+        reasons = "; ".join(unplaced) or str(error)
+        flash(_("The Flow Service did not accept the flow: %(reasons)s", reasons=reasons), "danger")

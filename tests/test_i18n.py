@@ -1,0 +1,99 @@
+"""Languages: English by default, Norwegian bokmål on request, and every string translated."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from babel.messages.mofile import read_mo
+from babel.messages.pofile import read_po
+from support import sign_in
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOG = ROOT / "portal/translations/nb/LC_MESSAGES"
+
+
+def test_english_by_default(client):
+    page = client.get("/login").text
+    assert '<html lang="en">' in page and ">Sign in</h1>" in page
+
+
+def test_norwegian_when_the_browser_asks(client):
+    for header in ("nb-NO,nb;q=0.9,en;q=0.5", "no", "nn-NO"):
+        page = client.get("/login", headers={"Accept-Language": header}).text
+        assert '<html lang="nb">' in page and ">Logg inn</h1>" in page, header
+
+
+def test_the_chosen_language_sticks_for_the_session(signed_in):
+    client = signed_in("operator")
+    answer = client.post("/language", data={"language": "nb", "next": "/flows?archived=true"})
+    assert answer.headers["Location"] == "/flows?archived=true"
+    assert "Arkiverte flyter" in client.get("/flows?archived=true").text
+    assert (
+        client.post("/language", data={"language": "xx", "next": "https://evil.example/"}).headers["Location"]
+        == "/flows"
+    )
+    assert "Flyter" in client.get("/flows").text
+
+
+def test_validation_messages_are_translated(signed_in, sandbox):
+    client = signed_in("operator")
+    client.post("/language", data={"language": "nb"})
+    page = client.get("/flows/new")
+    token = page.text.split('name="submission" type="hidden" value="')[1].split('"')[0]
+    answer = client.post(
+        "/flows/new",
+        data={
+            "country": "no",
+            "national_id": "15108695089",
+            "last_name": "",
+            "redirect_url": "https://a.example/",
+            "submission": token,
+        },
+    )
+    assert "Dette er ikke et gyldig norsk fødselsnummer: kontrollsifferet stemmer ikke" in answer.text
+    assert "Dette feltet er påkrevd" in answer.text, "WTForms' own messages follow the language too"
+
+
+def test_the_language_switch_works_before_sign_in(client, make_user):
+    client.post("/language", data={"language": "nb", "next": "/login"})
+    assert ">Logg inn</h1>" in client.get("/login").text
+    sign_in(client, make_user("viewer"))
+    assert ">Flyter</h1>" in client.get("/flows").text
+
+
+def plain(text):
+    """Plural translations come as a list from one reader and a tuple from the other."""
+    return tuple(text) if isinstance(text, (list, tuple)) else text
+
+
+def test_every_message_in_the_code_is_translated(tmp_path):
+    template = tmp_path / "messages.pot"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "babel.messages.frontend",
+            "extract",
+            "-F",
+            "babel.cfg",
+            "-k",
+            "_l",
+            "-k",
+            "ngettext:1,2",
+            "--no-location",
+            "-o",
+            str(template),
+            ".",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    with template.open("rb") as handle:
+        wanted = {plain(message.id) for message in read_po(handle) if message.id}
+    with (CATALOG / "messages.po").open("rb") as handle:
+        catalog = {plain(message.id): plain(message.string) for message in read_po(handle) if message.id}
+    assert wanted - {key for key, text in catalog.items() if text} == set(), "see Translations in the README"
+    with (CATALOG / "messages.mo").open("rb") as handle:
+        compiled = {plain(message.id): plain(message.string) for message in read_mo(handle) if message.id}
+    assert compiled == catalog, "messages.mo is out of date: pybabel compile -d portal/translations"
