@@ -1,10 +1,10 @@
-"""Languages of the portal's pages: English and Norwegian bokmål, chosen per person."""
+"""Languages of the portal's pages: English, Norwegian bokmål and Swedish, chosen per person."""
 
 from flask import Flask, request, session
 
 from .extensions import babel
 
-LANGUAGES = {"en": "English", "nb": "Norsk bokmål"}
+LANGUAGES = {"en": "English", "nb": "Norsk bokmål", "sv": "Svenska"}
 # Browsers in Norway often ask for "no" or "nn"; bokmål is the closest translation we have.
 ALIASES = {"no": "nb", "nn": "nb"}
 

@@ -4,12 +4,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from babel.messages.mofile import read_mo
 from babel.messages.pofile import read_po
 from support import sign_in
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG = ROOT / "portal/translations/nb/LC_MESSAGES"
+TRANSLATIONS = ROOT / "portal/translations"
 
 
 def test_english_by_default(client):
@@ -33,6 +34,11 @@ def test_the_chosen_language_sticks_for_the_session(signed_in):
         == "/flows"
     )
     assert "Flyter" in client.get("/flows").text
+
+
+def test_swedish_when_the_browser_asks(client):
+    page = client.get("/login", headers={"Accept-Language": "sv-SE,sv;q=0.9"}).text
+    assert '<html lang="sv">' in page and ">Logga in</h1>" in page
 
 
 def test_validation_messages_are_translated(signed_in, sandbox):
@@ -66,7 +72,8 @@ def plain(text):
     return tuple(text) if isinstance(text, (list, tuple)) else text
 
 
-def test_every_message_in_the_code_is_translated(tmp_path):
+@pytest.mark.parametrize("language", ["nb", "sv"])
+def test_every_message_in_the_code_is_translated(tmp_path, language):
     template = tmp_path / "messages.pot"
     subprocess.run(
         [
@@ -91,9 +98,10 @@ def test_every_message_in_the_code_is_translated(tmp_path):
     )
     with template.open("rb") as handle:
         wanted = {plain(message.id) for message in read_po(handle) if message.id}
-    with (CATALOG / "messages.po").open("rb") as handle:
+    catalog_folder = TRANSLATIONS / language / "LC_MESSAGES"
+    with (catalog_folder / "messages.po").open("rb") as handle:
         catalog = {plain(message.id): plain(message.string) for message in read_po(handle) if message.id}
     assert wanted - {key for key, text in catalog.items() if text} == set(), "see Translations in the README"
-    with (CATALOG / "messages.mo").open("rb") as handle:
+    with (catalog_folder / "messages.mo").open("rb") as handle:
         compiled = {plain(message.id): plain(message.string) for message in read_mo(handle) if message.id}
     assert compiled == catalog, "messages.mo is out of date: pybabel compile -d portal/translations"

@@ -61,7 +61,6 @@ class ClientCredentialsProvider:
         # authlib's sync client has no lock: 16 threads on a cold cache would each fetch a token.
         self._lock = threading.Lock()
         self._current: dict | None = None
-        self.fetches = 0
 
     def token(self) -> str:
         current = self._current
@@ -113,7 +112,6 @@ class ClientCredentialsProvider:
             ) from None
         if not isinstance(answer.get("access_token"), str):
             raise UpstreamProtocolError("The identity provider's answer has no access_token", code="token_malformed")
-        self.fetches += 1
         log.info(
             "flowapi: fetched an access token (expires_in=%s, took %.0f ms)",
             answer.get("expires_in"),

@@ -9,7 +9,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import requests
@@ -28,7 +28,6 @@ class Delivery:
     attempts: int = 0
     # A failed incident notice must not raise another incident about itself.
     raises_incident: bool = True
-    outcomes: list = field(default_factory=list)
 
     @property
     def event_id(self) -> str:

@@ -72,7 +72,7 @@ class Stack:
         config["PORTAL_SECRET_KEY"] = "e2e-secret-key-0123456789"
         portal_holder.app = self.portal_app = migrated(create_app(config))
         with self.portal_app.app_context():
-            for role in ("operator", "viewer"):
+            for role in ("admin", "operator", "viewer"):
                 user = User(username=role, role=role)
                 user.set_password(PASSWORD)
                 db.session.add(user)
