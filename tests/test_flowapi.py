@@ -288,8 +288,11 @@ def test_models_tolerate_missing_and_unknown_fields():
     assert detail.data.national_id is None and detail.created_at is None
     summary = FlowSummary.from_json({"id": "b", "createdAt": "not a date"})
     assert summary.created_at is None
-    for broken in ([], {"data": "x"}, {"data": [{}]}, {"data": [5]}):
+    for broken in ([], {"data": "x"}, {"data": [5]}):
         with pytest.raises(UpstreamProtocolError):
             FlowPage.from_json(broken)
+    empty_items = FlowPage.from_json({"data": [{}, {}], "has_more": True})  # the spec's own example
+    assert [item.id for item in empty_items.items] == [None, None] and empty_items.last_id is None
     with pytest.raises(UpstreamProtocolError):
         FlowDetail.from_json({"flow": {}})
+    assert FlowDetail.from_json({"flow": {}}, "asked-for").flow_id == "asked-for"

@@ -4,6 +4,7 @@ import re
 from html import unescape
 
 import pytest
+import responses
 from support import PASSWORD, sign_in
 
 from portal.extensions import db
@@ -491,3 +492,19 @@ def test_throttling_is_shared_through_redis(make_app):
     statuses = [sign_in(first, username, password="guess").status_code for _ in range(5)]
     assert statuses == [200] * 5
     assert sign_in(second, username, password="guess").status_code == 429, "a second worker sees the same count"
+
+
+@responses.activate
+def test_a_service_that_sends_empty_list_items_still_gets_a_page(make_app):
+    # The spec's own example lists empty objects; the sandbox follows DESIGN and cannot send them.
+    responses.add(
+        responses.POST,
+        "http://flow.invalid/realms/sandbox/protocol/openid-connect/token",
+        json={"access_token": "t", "expires_in": 300, "token_type": "Bearer"},
+    )
+    responses.add(responses.GET, "http://flow.invalid/api/flows", json={"has_more": True, "data": [{}, {}]})
+    client = staff_client(make_app, "viewer", FLOW_API_URL="http://flow.invalid", FLOW_OIDC_URL="http://flow.invalid")
+    page = client.get("/flows")
+    assert page.status_code == 200
+    assert page.text.count("<tr>") == 3 and not FLOW_ROW.findall(page.text)
+    assert links(page, "next") is None

@@ -43,7 +43,7 @@ class FlowClient:
 
     def get_flow(self, flow_id: str) -> FlowDetail:
         """The full flow, from the spec's retrieve path `/api/applications/<id>`."""
-        return FlowDetail.from_json(self.transport.get(f"/api/applications/{quote(flow_id, safe='')}"))
+        return FlowDetail.from_json(self.transport.get(f"/api/applications/{quote(flow_id, safe='')}"), flow_id)
 
 
 def build_provider(settings: Settings) -> TokenProvider:

@@ -51,7 +51,7 @@ def _require_object(payload: Any, what: str) -> dict:
 class FlowSummary:
     """A list item: the flow model of seed §2.1, plus what the service may add."""
 
-    id: str
+    id: str | None  # DESIGN gives list items an id; a service that sends none still gets its rows shown
     national_id: str | None
     organization_id: str | None
     status: str | None
@@ -62,11 +62,8 @@ class FlowSummary:
     @classmethod
     def from_json(cls, item: Any) -> "FlowSummary":
         item = _require_object(item, "flow list item")
-        flow_id = _text(item, "id") or _text(item, "flowId")
-        if not flow_id:
-            raise UpstreamProtocolError("A flow list item has no id")
         return cls(
-            id=flow_id,
+            id=_text(item, "id") or _text(item, "flowId"),
             national_id=_text(item, "nationalId"),
             organization_id=_text(item, "organizationId"),
             status=_text(item, "status"),
@@ -199,10 +196,10 @@ class FlowDetail:
     raw: dict = field(repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, payload: Any) -> "FlowDetail":
+    def from_json(cls, payload: Any, requested_id: str | None = None) -> "FlowDetail":
         payload = _require_object(payload, "flow")
         flow = _require_object(payload.get("flow"), "flow object")
-        flow_id = _text(flow, "flowId")
+        flow_id = _text(flow, "flowId") or requested_id
         if not flow_id:
             raise UpstreamProtocolError("The flow has no flowId")
         links, meta = _object(payload, "_links"), _object(flow, "_meta")
