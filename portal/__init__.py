@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from dotenv import find_dotenv, load_dotenv
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import auth_setup, cli, database, errors, i18n, presentation, security
 from .extensions import csrf, db, limiter, migrate
@@ -62,6 +63,10 @@ def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:
         RATELIMIT_IN_MEMORY_FALLBACK_ENABLED=True,
     )
     app.config.update({key: overrides[key] for key in FLASK_KEYS if key in overrides})
+    if settings.trusted_proxies:
+        # Behind N reverse proxies: the client address (audit log, throttling) and https come from them.
+        hops = settings.trusted_proxies
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops)
 
 
 def _init_extensions(app: Flask, settings: Settings) -> None:

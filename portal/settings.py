@@ -62,6 +62,7 @@ class Settings:
     oidc_client_secret: str | None = field(repr=False)
     rejected_keep: int
     log_level: str
+    trusted_proxies: int
 
     @property
     def create_countries(self) -> list[str]:
@@ -255,4 +256,5 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         oidc_client_secret=oidc_client_secret,
         rejected_keep=read.number("PORTAL_REJECTED_KEEP", 1000, 10, 1_000_000),
         log_level=read.choice("PORTAL_LOG_LEVEL", ("DEBUG", "INFO", "WARNING", "ERROR"), "INFO"),
+        trusted_proxies=read.number("PORTAL_TRUSTED_PROXIES", 0, 0, 5),
     )

@@ -508,3 +508,14 @@ def test_a_service_that_sends_empty_list_items_still_gets_a_page(make_app):
     assert page.status_code == 200
     assert page.text.count("<tr>") == 3 and not FLOW_ROW.findall(page.text)
     assert links(page, "next") is None
+
+
+@pytest.mark.parametrize(("proxies", "expected"), [("0", "127.0.0.1"), ("1", "203.0.113.9")])
+def test_the_audit_log_records_the_client_behind_a_trusted_proxy(make_app, sandbox, proxies, expected):
+    app = make_app(WTF_CSRF_ENABLED=False, PORTAL_TRUSTED_PROXIES=proxies)
+    client = app.test_client()
+    sign_in(client, make_user_for(app))
+    flow_id = sandbox.create()["flowId"]
+    client.post(f"/flows/{flow_id}/reveal", headers={"X-Forwarded-For": "203.0.113.9"})
+    with app.app_context():
+        assert [entry.source_ip for entry in db.session.query(AuditEntry).all()] == [expected]
