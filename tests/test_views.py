@@ -519,3 +519,18 @@ def test_the_audit_log_records_the_client_behind_a_trusted_proxy(make_app, sandb
     client.post(f"/flows/{flow_id}/reveal", headers={"X-Forwarded-For": "203.0.113.9"})
     with app.app_context():
         assert [entry.source_ip for entry in db.session.query(AuditEntry).all()] == [expected]
+
+
+def test_the_audit_log_pages_newest_first(app, signed_in):
+    with app.app_context():
+        db.session.add_all(
+            AuditEntry(username="kari", action="reveal_national_id", target=f"flow-{number:02d}")
+            for number in range(60)
+        )
+        db.session.commit()
+    admin = signed_in("admin")
+    first = admin.get("/admin/audit")
+    assert first.text.count("<tr>") == 51 and "flow-59" in first.text and "flow-09" not in first.text
+    older = admin.get(links(first, "next"))
+    assert older.text.count("<tr>") == 11 and "flow-09" in older.text and "flow-10" not in older.text
+    assert links(older, "next") is None and "⇤ Newest" in older.text

@@ -2,16 +2,28 @@
 
 import json
 
-from flask import Blueprint, render_template
+from flask import Blueprint, render_template, request, url_for
 from sqlalchemy import select
 
 from ..extensions import db
 from ..models import AuditEntry, RejectedDelivery, User
+from ..paging import before_argument, newest_first
 from ..security import role_required
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
-SHOWN_ROWS = 200
+PAGE_SIZE = 50
+
+
+def _page_of(model, endpoint: str) -> dict:
+    """The newest-first page the query string asks for, with links to older rows and back to the newest."""
+    before = before_argument(request.args.get("before"))
+    page = newest_first(select(model), model, before, PAGE_SIZE)
+    return {
+        "page": page,
+        "next_url": url_for(endpoint, before=page.next_before) if page.next_before else None,
+        "newest_url": url_for(endpoint) if before else None,
+    }
 
 
 @bp.before_request
@@ -28,14 +40,13 @@ def users():
 
 @bp.get("/audit")
 def audit():
-    entries = db.session.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(SHOWN_ROWS))
-    return render_template("admin/audit.html", entries=list(entries))
+    """Who revealed which national id, and when."""
+    return render_template("admin/audit.html", **_page_of(AuditEntry, "admin.audit"))
 
 
 @bp.get("/rejected")
 def rejected():
     """Deliveries that failed verification: a wrong secret shows up here, not in silence."""
-    rows = list(db.session.scalars(select(RejectedDelivery).order_by(RejectedDelivery.id.desc()).limit(SHOWN_ROWS)))
-    return render_template(
-        "admin/rejected.html", rows=rows, headers={row.id: json.loads(row.signature_headers or "{}") for row in rows}
-    )
+    listing = _page_of(RejectedDelivery, "admin.rejected")
+    headers = {row.id: json.loads(row.signature_headers or "{}") for row in listing["page"].rows}
+    return render_template("admin/rejected.html", headers=headers, **listing)

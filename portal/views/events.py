@@ -8,12 +8,12 @@ from flask_babel import gettext as _
 
 from ..extensions import db
 from ..models import WebhookEvent
+from ..paging import MAX_ROW_ID, before_argument
 from ..webhooks.store import event_types, find_events
 
 bp = Blueprint("events", __name__, url_prefix="/events")
 
 PAGE_SIZE = 50
-MAX_ROW_ID = 2**31 - 1  # the id column is a 32-bit integer on PostgreSQL
 FILTER_VALUE = re.compile(r"[A-Za-z0-9._:-]{1,100}")
 
 
@@ -25,7 +25,7 @@ def _filters(args) -> tuple[dict, bool]:
         "before": args.get("before", "").strip(),
     }
     clean = {name: value for name, value in raw.items() if value and FILTER_VALUE.fullmatch(value)}
-    if "before" in clean and not (clean["before"].isdigit() and int(clean["before"]) <= MAX_ROW_ID):
+    if "before" in clean and before_argument(clean["before"]) is None:
         del clean["before"]
     return clean, len(clean) != len([value for value in raw.values() if value])
 
@@ -40,7 +40,7 @@ def index():
     page = find_events(
         event_type=filters.get("type"),
         flow=filters.get("flow"),
-        before=int(filters["before"]) if "before" in filters else None,
+        before=before_argument(filters.get("before")),
         limit=PAGE_SIZE,
     )
     next_url = url_for("events.index", **(filters | {"before": page.next_before})) if page.next_before else None

@@ -2,7 +2,6 @@
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import delete, func, or_, select
@@ -11,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from ..extensions import db
 from ..flowapi.models import parse_timestamp
 from ..models import RejectedDelivery, WebhookEvent
+from ..paging import KeysetPage, newest_first
 from .schemes import Verified
 
 BODY_HEAD_BYTES = 4096
@@ -76,23 +76,14 @@ def events_for_flow(flow_id: str, reference_id: str | None) -> list[WebhookEvent
     return list(db.session.scalars(select(WebhookEvent).where(match).order_by(*ordered).limit(500)))
 
 
-@dataclass(frozen=True)
-class EventPage:
-    events: list[WebhookEvent]
-    next_before: int | None
-
-
-def find_events(*, event_type: str | None, flow: str | None, before: int | None, limit: int) -> EventPage:
-    """Newest first, keyset-paged on the row id, filtered by type and by flow id or referenceId."""
+def find_events(*, event_type: str | None, flow: str | None, before: int | None, limit: int) -> KeysetPage:
+    """Newest first, filtered by type and by flow id or referenceId."""
     query = select(WebhookEvent)
     if event_type:
         query = query.where(WebhookEvent.event_type == event_type)
     if flow:
         query = query.where(or_(WebhookEvent.flow_id == flow, WebhookEvent.reference_id == flow))
-    if before:
-        query = query.where(WebhookEvent.id < before)
-    rows = list(db.session.scalars(query.order_by(WebhookEvent.id.desc()).limit(limit + 1)))
-    return EventPage(rows[:limit], rows[limit - 1].id if len(rows) > limit else None)
+    return newest_first(query, WebhookEvent, before, limit)
 
 
 def event_types() -> list[str]:
