@@ -19,6 +19,7 @@ from joserfc.jwk import RSAKey
 from sqlalchemy import select
 from standardwebhooks import Webhook
 
+from .accounts import AccountError, change_role, create_account, find_account, set_disabled
 from .extensions import db
 from .flowapi import FlowApiError, InsufficientScope, Unauthorized, UpstreamProtocolError
 from .flowapi.auth import MIN_KEY_BITS
@@ -35,10 +36,17 @@ def _settings():
 
 
 def _user(username: str) -> User:
-    user = db.session.scalar(select(User).where(User.username == username))
+    user = find_account(username)
     if user is None:
         raise click.ClickException(f"no user named {username!r}")
     return user
+
+
+def _apply(change, user: User, value) -> None:
+    try:
+        change(user, value)
+    except AccountError as error:
+        raise click.ClickException(str(error)) from None
 
 
 # -- users -------------------------------------------------------------------------------------
@@ -57,16 +65,10 @@ def _user(username: str) -> User:
 @click.option("--sso-subject", help="Link the account to this single sign-on subject (`sub`).")
 def create_user(username: str, role: str, password: str, sso_subject: str | None):
     """Create a staff account."""
-    if not re.fullmatch(r"[A-Za-z0-9._@-]{1,80}", username):
-        raise click.ClickException("a username is 1-80 letters, digits or . _ @ -")
-    if len(password) < 10:
-        raise click.ClickException("the password must be at least 10 characters")
-    if db.session.scalar(select(User).where(User.username == username)):
-        raise click.ClickException(f"a user named {username!r} exists already")
-    user = User(username=username, role=role, sso_subject=sso_subject)
-    user.set_password(password)
-    db.session.add(user)
-    db.session.commit()
+    try:
+        create_account(username, role, password, sso_subject)
+    except AccountError as error:
+        raise click.ClickException(str(error)) from None
     click.echo(f"created {username} ({role})")
 
 
@@ -83,8 +85,7 @@ def list_users():
 @click.argument("username")
 def disable_user(username: str):
     """Disable an account; its sessions end at their next request."""
-    _user(username).disabled = True
-    db.session.commit()
+    _apply(set_disabled, _user(username), True)
     click.echo(f"disabled {username}")
 
 
@@ -93,8 +94,7 @@ def disable_user(username: str):
 @click.argument("role", type=click.Choice(ROLES))
 def set_role(username: str, role: str):
     """Change an account's role."""
-    _user(username).role = role
-    db.session.commit()
+    _apply(change_role, _user(username), role)
     click.echo(f"{username} is now {role}")
 
 

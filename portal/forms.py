@@ -6,8 +6,11 @@ from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import HiddenField, PasswordField, SelectField, StringField, SubmitField
-from wtforms.validators import DataRequired, Length, Optional, ValidationError
+from wtforms.fields.choices import SelectChoice
+from wtforms.validators import DataRequired, EqualTo, Length, Optional, ValidationError
 
+from .accounts import MIN_PASSWORD
+from .models import ROLES
 from .nationalid import NUMBERS, NationalIdProblem, validate_national_id
 
 
@@ -74,7 +77,7 @@ class CreateFlowForm(FlaskForm):
 
     def __init__(self, countries: list[str], **kwargs):
         super().__init__(**kwargs)
-        self.country.choices = [(code, COUNTRY_NAMES[code]) for code in countries]
+        self.country.choices = [SelectChoice(code, COUNTRY_NAMES[code]) for code in countries]
         self.country.description = " · ".join(f"{COUNTRY_NAMES[code]}: {NUMBERS[code][2]}" for code in countries)
 
     def validate_national_id(self, field) -> None:
@@ -84,3 +87,47 @@ class CreateFlowForm(FlaskForm):
             field.data = validate_national_id(self.country.data, field.data or "")
         except NationalIdProblem as problem:
             raise ValidationError(str(problem)) from None
+
+
+ROLE_NAMES = {
+    "viewer": _l("viewer (reads)"),
+    "operator": _l("operator (reads and creates flows)"),
+    "admin": _l("admin (everything, users and the audit log)"),
+}
+
+
+ROLE_CHOICES = [SelectChoice(role, ROLE_NAMES[role]) for role in ROLES]
+
+
+class NewUserForm(FlaskForm):
+    username = StringField(
+        _l("Username"), validators=[DataRequired(), Length(max=80), printable], render_kw={"autocomplete": "off"}
+    )
+    role = SelectField(_l("Role"), choices=ROLE_CHOICES, default="viewer")
+    password = PasswordField(
+        _l("Password"),
+        validators=[
+            DataRequired(),
+            Length(
+                min=MIN_PASSWORD,
+                max=256,
+                message=_l("The password must be at least %(count)d characters.", count=MIN_PASSWORD),
+            ),
+            printable,
+        ],
+        render_kw={"autocomplete": "new-password"},
+    )
+    confirm = PasswordField(
+        _l("Password again"),
+        validators=[EqualTo("password", _l("The passwords differ."))],
+        render_kw={"autocomplete": "new-password"},
+    )
+    submit = SubmitField(_l("Create user"))
+
+
+class UserChangeForm(FlaskForm):
+    """One account's row: a new role, or disable/enable."""
+
+    role = SelectField(_l("Role"), choices=ROLE_CHOICES)
+    save_role = SubmitField(_l("Save role"))
+    toggle = SubmitField()

@@ -1,6 +1,6 @@
 """Languages of the portal's pages: English, Norwegian bokmål and Swedish, chosen per person."""
 
-from flask import Flask, request, session
+from flask import Flask, has_request_context, request, session
 
 from .extensions import babel
 
@@ -11,6 +11,8 @@ ALIASES = {"no": "nb", "nn": "nb"}
 
 def select_language() -> str:
     """The language chosen in this session, else the best the browser asks for, else English."""
+    if not has_request_context():
+        return "en"  # commands and background work speak English
     chosen = session.get("language")
     if chosen in LANGUAGES:
         return chosen

@@ -116,6 +116,9 @@ def test_users_lifecycle(cli_app):
     assert invoke(app, "users", "create", "kari", input=f"{PASSWORD}\n{PASSWORD}\n").exit_code != 0
     assert invoke(app, "users", "create", "ola", "--password", "short").exit_code != 0
     assert invoke(app, "users", "set-role", "kari", "admin").exit_code == 0
+    last_admin = invoke(app, "users", "disable", "kari")
+    assert last_admin.exit_code != 0 and "last active admin" in last_admin.output
+    assert invoke(app, "users", "create", "ola", "--role", "admin", "--password", PASSWORD).exit_code == 0
     assert invoke(app, "users", "disable", "kari").exit_code == 0
     listing = invoke(app, "users", "list").output
     assert "kari" in listing and "admin" in listing and "disabled" in listing
