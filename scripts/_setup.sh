@@ -68,3 +68,23 @@ import psycopg
 psycopg.connect("host=127.0.0.1 port=5432 user=postgres dbname=test", connect_timeout=3).close()
 PY
 }
+
+# Redis for the shared sign-in throttling test: start it in CI when it is not answering.
+ensure_redis() {
+  if redis_ready; then
+    return
+  fi
+  if [ -n "${CI:-}" ] && command -v redis-server >/dev/null 2>&1; then
+    echo "== starting Redis"
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null || true
+    sleep 1
+  fi
+  redis_ready || echo "== Redis is not reachable on 127.0.0.1:6379; its test is skipped (set PORTAL_TEST_REDIS_URL)"
+}
+
+redis_ready() {
+  .venv/bin/python - <<'PY' 2>/dev/null
+import redis
+redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=2).ping()
+PY
+}
