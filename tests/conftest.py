@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 from joserfc.jwk import RSAKey
-from support import PASSWORD, LiveServer, Receiver, Sandbox, empty_postgres, migrated, portal_config, sign_in
+from support import (
+    PASSWORD,
+    LiveServer,
+    Receiver,
+    Sandbox,
+    empty_postgres,
+    migrated,
+    portal_config,
+    service_missing,
+    sign_in,
+)
 
 from portal import create_app
 from portal.extensions import db
@@ -86,10 +96,21 @@ def database_url(request, tmp_path) -> str:
         return f"sqlite:///{tmp_path / 'portal.db'}"
     url = os.environ.get(POSTGRES_VARIABLE)
     if not url:
-        if os.environ.get("CI"):
-            pytest.fail(f"{POSTGRES_VARIABLE} must be set in CI")
-        pytest.skip(f"PostgreSQL not configured: set {POSTGRES_VARIABLE}")
+        service_missing("PostgreSQL is not configured", POSTGRES_VARIABLE)
     return empty_postgres(url)
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """An emptied Redis database kept for the tests (default db 15 on the local server)."""
+    import redis
+
+    url = os.environ.get("PORTAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).flushdb()
+    except redis.RedisError:
+        service_missing(f"Redis is not reachable at {url}", "PORTAL_TEST_REDIS_URL")
+    return url
 
 
 @pytest.fixture

@@ -175,3 +175,14 @@ def empty_postgres(url: str) -> str:
         connection.execute(text("CREATE SCHEMA public"))
     engine.dispose()
     return url
+
+
+def service_missing(reason: str, variable: str):
+    """A peer service a test needs is not there: a failure in CI, a skip naming the setting elsewhere."""
+    import os
+
+    import pytest
+
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI must provide it ({variable})")
+    pytest.skip(f"{reason}: set {variable}")
