@@ -1,9 +1,15 @@
 """Bearer tokens for the Flow Service: client credentials (seed §5.1) or a self-signed JWT (§5.3)."""
 
+import copy
 import logging
+import math
+import random
+import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -15,16 +21,32 @@ from joserfc.jwk import RSAKey
 from .errors import (
     FlowApiError,
     InsufficientScope,
+    RateLimited,
+    TokenRequestRefused,
     Unauthorized,
     UpstreamProtocolError,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from .text import safe_reason
 
 log = logging.getLogger(__name__)
 
 MIN_KEY_BITS = 4096
 BAD_CREDENTIALS = ("invalid_client", "unauthorized_client")  # PROTOCOLS.md: treat alike
+UNAVAILABLE_ERRORS = ("temporarily_unavailable", "server_error")
+REFUSALS = {
+    "invalid_request": "refused the token request as malformed",
+    "unsupported_grant_type": "does not allow the client credentials grant for this client",
+    "invalid_grant": "refused the grant",
+}
+FAILURE_MEMORY = 2.0  # seconds a failed fetch is remembered: the threads queued behind it fail with it
+BACKOFF_BASE, BACKOFF_CAP = 0.2, 2.0
+MAX_LIFETIME = 10 * 365 * 86400
+MAX_DESCRIPTION = 200
+_SECONDS = re.compile(r"[0-9]{1,10}")  # ASCII only: "²".isdigit() is True
+_ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+_ACCESS_TOKEN = re.compile(r"[\x21-\x7e]+")  # it goes into an Authorization header as it is
 
 
 class TokenProvider(Protocol):
@@ -36,7 +58,12 @@ class TokenProvider(Protocol):
 
 
 class ClientCredentialsProvider:
-    """One cached access token per process, shared by all threads, fetched one at a time."""
+    """One cached access token per process, shared by all threads, fetched one at a time.
+
+    authlib makes the OAuth request; a compliance hook reads the token endpoint's answer first, so each
+    failure is diagnosed truthfully and no authlib or requests exception escapes. Freshness is kept on
+    `clock` (monotonic), so renewal does not depend on the wall clock.
+    """
 
     def __init__(
         self,
@@ -48,9 +75,19 @@ class ClientCredentialsProvider:
         auth_method: str,
         leeway: int,
         timeout: tuple[float, float],
+        retries: int = 2,
+        retry_budget: float = 8.0,
+        failure_memory: float = FAILURE_MEMORY,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ):
         self._token_url = token_url
         self._leeway = leeway
+        self._retries, self._retry_budget = retries, retry_budget
+        self._failure_memory = failure_memory
+        self._clock, self._sleep = clock, sleep
+        # No waiter can need longer than one whole fetch: its last attempt starts within the budget.
+        self._longest_wait = sum(timeout) + retry_budget + 1
         self._session = OAuth2Session(
             client_id=client_id,
             client_secret=client_secret,
@@ -58,83 +95,263 @@ class ClientCredentialsProvider:
             scope=" ".join(scopes),
             default_timeout=timeout,
         )
+        self._session.register_compliance_hook("access_token_response", _read_token_answer)
         # authlib's sync client has no lock: 16 threads on a cold cache would each fetch a token.
         self._lock = threading.Lock()
-        self._current: dict | None = None
+        self._current: _Token | None = None
+        self._failure: FlowApiError | None = None
+        self._failure_until = 0.0
 
     def token(self) -> str:
         current = self._current
-        if self._is_fresh(current):
-            return current["access_token"]
-        with self._lock:
-            if not self._is_fresh(self._current):
-                self._current = self._fetch()
-            return self._current["access_token"]
+        if current and current.is_fresh(self._clock()):
+            return current.access_token
+        if not self._lock.acquire(timeout=self._longest_wait):
+            raise UpstreamTimeout(
+                "Waited too long for another request's token fetch from the identity provider",
+                code="token_timeout",
+            )
+        try:
+            return self._locked_token()
+        finally:
+            self._lock.release()
 
     def invalidate(self, token: str) -> None:
         """Drop the cached token if it is the one the API refused (not a newer one)."""
         with self._lock:
-            if self._current and self._current["access_token"] == token:
+            if self._current and self._current.access_token == token:
                 self._current = None
 
     def describe(self) -> dict:
         self.token()
-        current = self._current or {}
-        return {"lifetime": current.get("expires_in"), "scopes": current.get("scope", "")}
+        current = self._current
+        if current is None:  # invalidated by another thread meanwhile
+            return {"lifetime": None, "scopes": ""}
+        return {"lifetime": current.expires_in, "scopes": current.scope}
 
-    def _is_fresh(self, current: dict | None) -> bool:
-        if not current:
-            return False
-        expires_at = current.get("expires_at")
-        # A token without expires_in never counts as expired; a 401 still renews it.
-        return expires_at is None or expires_at - self._leeway > time.time()
+    def _locked_token(self) -> str:
+        now = self._clock()
+        if self._current and self._current.is_fresh(now):
+            return self._current.access_token
+        if self._failure is not None and now < self._failure_until:
+            # The threads that queued behind a failed fetch fail with it instead of each repeating it.
+            raise copy.copy(self._failure)
+        try:
+            self._current = self._fetch()
+        except FlowApiError as error:
+            self._failure, self._failure_until = copy.copy(error), self._clock() + self._failure_memory
+            raise
+        self._failure = None
+        return self._current.access_token
 
-    def _fetch(self) -> dict:
-        started = time.monotonic()
+    def _fetch(self) -> "_Token":
+        """A new token, retrying a 429, a 5xx or a failed connection within the retry budget."""
+        deadline = self._clock() + self._retry_budget
+        attempt = 0
+        while True:
+            try:
+                return self._fetch_once()
+            except _Transient as transient:
+                error = transient.error
+                delay = transient.retry_after if transient.retry_after is not None else _backoff(attempt)
+                if attempt >= self._retries or self._clock() + delay > deadline:
+                    raise error from None
+            log.warning("flowapi: token request failed (%s), retrying in %.2f s", error.support_code, delay)
+            self._sleep(delay)
+            attempt += 1
+
+    def _fetch_once(self) -> "_Token":
+        started = self._clock()
         try:
             answer = self._session.fetch_token(self._token_url, grant_type="client_credentials")
-        except OAuthError as error:
-            raise _token_error(error) from None
         except requests.exceptions.SSLError:
             raise UpstreamUnavailable(
                 "The identity provider's TLS certificate cannot be verified", code="tls"
             ) from None
-        except requests.Timeout:
-            raise UpstreamTimeout("The identity provider did not answer in time", code="token_timeout") from None
-        except requests.ConnectionError:
-            raise UpstreamUnavailable("Cannot connect to the identity provider", code="token_unreachable") from None
-        except requests.HTTPError as error:
-            status = error.response.status_code if error.response is not None else None
-            raise _token_http_error(status) from None
-        except ValueError:
-            raise UpstreamProtocolError(
-                "The identity provider's answer is not a JSON object", code="token_malformed"
+        except requests.ConnectTimeout:
+            raise _Transient(
+                UpstreamTimeout("Timed out connecting to the identity provider", code="token_connect_timeout")
             ) from None
-        if not isinstance(answer.get("access_token"), str):
-            raise UpstreamProtocolError("The identity provider's answer has no access_token", code="token_malformed")
+        except requests.Timeout:
+            # Not retried: this attempt already took the whole read timeout.
+            raise UpstreamTimeout("The identity provider did not answer in time", code="token_timeout") from None
+        except requests.RequestException as failure:
+            raise _Transient(
+                UpstreamUnavailable(
+                    f"Cannot connect to the identity provider ({type(failure).__name__})", code="token_unreachable"
+                )
+            ) from None
+        except OAuthError as error:  # the hook reads errors first; kept so none can escape untyped
+            raise _oauth_error(error.error, _description(error.description), None) from None
+        except (ValueError, TypeError, OverflowError):
+            raise UpstreamProtocolError(
+                "The identity provider's token answer cannot be read", code="token_malformed"
+            ) from None
+        token = _Token.of(answer, leeway=self._leeway, fetched_at=started)
         log.info(
             "flowapi: fetched an access token (expires_in=%s, took %.0f ms)",
-            answer.get("expires_in"),
-            (time.monotonic() - started) * 1000,
+            token.expires_in,
+            (self._clock() - started) * 1000,
         )
-        return dict(answer)
+        return token
 
 
-def _token_error(error: OAuthError) -> FlowApiError:
-    code = error.error or "token_error"
+@dataclass(frozen=True)
+class _Token:
+    access_token: str
+    expires_in: int | float | None
+    scope: str
+    renew_at: float | None  # on the provider's clock; None: no lifetime given, renewed on a 401 only
+
+    @classmethod
+    def of(cls, answer: dict, *, leeway: float, fetched_at: float) -> "_Token":
+        lifetime = _lifetime(answer.get("expires_in"))
+        # A leeway as long as the lifetime would fetch a token for every call: renew at half-life at the earliest.
+        renew_at = None if lifetime is None else fetched_at + lifetime - min(leeway, lifetime / 2)
+        scope = answer.get("scope")
+        return cls(answer["access_token"], lifetime, scope if isinstance(scope, str) else "", renew_at)
+
+    def is_fresh(self, now: float) -> bool:
+        return self.renew_at is None or now < self.renew_at
+
+
+class _Transient(Exception):
+    """A failed token attempt worth repeating (429, 5xx, no connection), with the wait the server asked for."""
+
+    def __init__(self, error: FlowApiError, retry_after: float | None = None):
+        super().__init__(str(error))
+        self.error, self.retry_after = error, retry_after
+
+
+def _read_token_answer(response: requests.Response) -> requests.Response:
+    """authlib's `access_token_response` hook: raise a typed error for anything but a usable token."""
+    status = response.status_code
+    body = _json_object(response)
+    error = body.get("error") if body else None
+    description = _description(body.get("error_description")) if body else None
+    if status == 429:
+        retry_after = _retry_after(response)
+        raise _Transient(
+            RateLimited(
+                _sentence("The identity provider asks us to slow down (HTTP 429)", description),
+                status=status,
+                code=_error_code(error) if error else "token_rate_limited",
+                reason=description,
+                retry_after=retry_after,
+            ),
+            retry_after,
+        )
+    if status >= 500 or error in UNAVAILABLE_ERRORS:
+        raise _Transient(
+            UpstreamUnavailable(
+                _sentence(f"The identity provider is unavailable (HTTP {status})", description),
+                status=status,
+                code=_error_code(error) if error else "token_unavailable",
+                reason=description,
+            ),
+            _retry_after(response),
+        )
+    if error is not None:
+        raise _oauth_error(error, description, status)
+    if status == 404:
+        raise UpstreamProtocolError(
+            "The identity provider has no token endpoint at this address (HTTP 404): "
+            "check FLOW_TOKEN_URL, or FLOW_OIDC_URL and FLOW_REALM",
+            status=status,
+            code="token_not_found",
+        )
+    if body is None:
+        raise UpstreamProtocolError(
+            f"The identity provider's answer (HTTP {status}) is not a JSON object",
+            status=status,
+            code="token_malformed",
+        )
+    if not 200 <= status < 300:
+        raise UpstreamProtocolError(
+            f"The identity provider answered HTTP {status} without an OAuth error",
+            status=status,
+            code="token_malformed",
+        )
+    if not isinstance(body.get("access_token"), str) or not _ACCESS_TOKEN.fullmatch(body["access_token"]):
+        raise UpstreamProtocolError(
+            "The identity provider's answer has no usable access_token", status=status, code="token_malformed"
+        )
+    _lifetime(body.get("expires_in"))  # refuse a bad one here, before authlib converts it with int()
+    return response
+
+
+def _json_object(response: requests.Response) -> dict | None:
+    try:
+        body = response.json()
+    except (ValueError, RecursionError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _lifetime(value) -> int | float | None:
+    """`expires_in` as seconds: a number or a string of ASCII digits; None when absent (RFC 6749 §5.1)."""
+    if value is None:
+        return None
+    seconds = None
+    if isinstance(value, str) and _SECONDS.fullmatch(value.strip()):
+        seconds = int(value.strip())
+    elif (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, float) and math.isfinite(value)
+    ):
+        seconds = value
+    if seconds is None or not 0 < seconds <= MAX_LIFETIME:
+        shown = _description(repr(value)[:40]) if isinstance(value, str | int | float) else f"({_kind(value)})"
+        raise UpstreamProtocolError(
+            f"The identity provider's expires_in {shown} is not a positive number of seconds", code="token_malformed"
+        )
+    return seconds
+
+
+def _kind(value) -> str:
+    return {dict: "an object", list: "a list"}.get(type(value), type(value).__name__)
+
+
+def _oauth_error(error, description: str | None, status: int | None) -> FlowApiError:
+    code = _error_code(error)
+    common = {"status": status, "code": code, "reason": description}
     if code in BAD_CREDENTIALS:
-        return Unauthorized("The identity provider refused the client id or secret", code=code)
+        message = "The identity provider refused the client id or secret (FLOW_CLIENT_ID / FLOW_CLIENT_SECRET)"
+        return Unauthorized(_sentence(message, description), **common)
     if code == "invalid_scope":
-        return InsufficientScope("The identity provider refused the requested scopes (FLOW_SCOPES)", code=code)
-    return Unauthorized(f"The identity provider refused the token request ({code})", code=code)
+        message = "The identity provider refused the requested scopes (FLOW_SCOPES)"
+        return InsufficientScope(_sentence(message, description), **common)
+    what = REFUSALS.get(code, "refused the token request")
+    return TokenRequestRefused(_sentence(f"The identity provider {what} ({code})", description), **common)
 
 
-def _token_http_error(status: int | None) -> FlowApiError:
-    if status == 429 or (status and status >= 500):
-        return UpstreamUnavailable("The identity provider is unavailable", status=status, code="token_unavailable")
-    return UpstreamProtocolError(
-        "The identity provider answered without a readable body", status=status, code="token_malformed"
-    )
+def _error_code(error) -> str:
+    return error if isinstance(error, str) and _ERROR_CODE.fullmatch(error) else "token_error"
+
+
+def _description(text) -> str | None:
+    """The provider's `error_description` fit for a message: printable, redacted, short."""
+    if not isinstance(text, str):
+        return None
+    reason = safe_reason("".join(character if character.isprintable() else " " for character in text))
+    if reason and len(reason) > MAX_DESCRIPTION:
+        reason = reason[: MAX_DESCRIPTION - 1] + "…"
+    return reason
+
+
+def _sentence(message: str, description: str | None) -> str:
+    return f"{message}: {description}" if description else message
+
+
+def _retry_after(response: requests.Response) -> float | None:
+    # Imported here: the transport imports this module (for TokenProvider), so not at the top.
+    from .transport import retry_after_seconds
+
+    return retry_after_seconds(response.headers.get("Retry-After"))
+
+
+def _backoff(attempt: int) -> float:
+    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt)
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
 class SelfSignedJwtProvider:
