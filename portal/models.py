@@ -86,6 +86,7 @@ class WebhookEvent(db.Model):
     reference_id: Mapped[str | None] = mapped_column(String(100), index=True)
     status: Mapped[str | None] = mapped_column(String(40))
     occurred_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    occurred_at_raw: Mapped[str | None] = mapped_column(String(64))  # the time as sent, when it was unusable
     received_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     body: Mapped[str] = mapped_column(Text)
     headers: Mapped[str] = mapped_column(Text, default="{}")

@@ -8,9 +8,15 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import socket
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 import requests
@@ -20,6 +26,8 @@ from support import portal_config, sign_in
 from portal import create_app
 from portal.extensions import db
 from portal.models import RejectedDelivery, User, WebhookEvent
+from portal.webhooks.shape import EventFields, EventShape, parse_fields, read_event
+from portal.webhooks.store import events_for_flow
 
 SECRET = "whsec_" + base64.b64encode(b"first-webhook-secret-0123456789").decode()
 SECOND = "whsec_" + base64.b64encode(b"second-webhook-secret-987654321").decode()
@@ -128,7 +136,7 @@ def test_a_duplicate_is_answered_2xx_and_stored_once(hook_app, hook_client):
         ("bad-base64", 401, "no secret matches"),
         ("content-type", 415, "content type"),
         ("malformed-json", 400, "not valid UTF-8 JSON"),
-        ("json-array", 400, "no usable event id"),
+        ("json-array", 400, "not a JSON object"),
         ("oversize", 413, "over the limit"),
         ("not-utf8", 401, "UTF-8"),
     ],
@@ -421,7 +429,11 @@ def test_awkward_but_signed_input_never_fails_the_store(make_app, database_url):
     assert deliver(client, nul_type).status_code == 200
     assert stored(app)[0].event_type == "flow.created"
     body = json.dumps(event()).encode()
-    assert deliver(client, body=body, message_id="msg\u0007bell").status_code == 400
+    # An unusable webhook-id is kept as its hash: the event is stored and its redelivery still deduplicates.
+    first = deliver(client, body=body, message_id="msg\u0007bell")
+    again = deliver(client, body=body, message_id="msg\u0007bell")
+    assert first.status_code == again.status_code == 200 and again.json["status"] == "duplicate"
+    assert first.json["id"] == "id-sha256:" + hashlib.sha256(b"msg\x07bell").hexdigest()
     assert client.post(PATH, data=b'{"a": "\x00"}', headers={"content-type": "application/json"}).status_code == 401
     assert "\x00" not in rejected(app)[-1].body_head
 
@@ -441,3 +453,270 @@ def test_out_of_range_event_ids_are_not_found(plain_app):
     assert staff.get("/events/99999999999999999999").status_code == 404
     assert staff.get("/events?before=99999999999999999999").status_code == 302
     assert staff.get("/events?before=2147483647").status_code == 200
+
+
+# -- other shapes, missing ids, hostile but signed content ----------------------------------------
+
+
+def staff_client(app, role="viewer"):
+    with app.app_context():
+        user = User(username=role, role=role)
+        user.set_password("correct horse battery")
+        db.session.add(user)
+        db.session.commit()
+    client = app.test_client()
+    assert sign_in(client, role).status_code == 302
+    return client
+
+
+def flat_event(**changes) -> dict:
+    return {
+        "event": "flow.status_changed",
+        "flowId": "flow-flat",
+        "referenceId": "LA-20002",
+        "status": "Accepted",
+        "timestamp": "2026-11-28T10:00:00Z",
+    } | changes
+
+
+@pytest.mark.parametrize(
+    ("payload", "shape", "expected"),
+    [
+        (event(flow_id="f1"), "auto", ("flow.status_changed", "f1", "LA-10001", "Opened")),
+        (event(flow_id="f1"), "design", ("flow.status_changed", "f1", "LA-10001", "Opened")),
+        (event(flow_id="f1"), "flat", ("flow.status_changed", None, None, None)),
+        (flat_event(), "auto", ("flow.status_changed", "flow-flat", "LA-20002", "Accepted")),
+        (flat_event(), "flat", ("flow.status_changed", "flow-flat", "LA-20002", "Accepted")),
+        (flat_event(), "design", ("flow.status_changed", None, None, None)),
+        (flat_event(type="flow.created", flowId=4711), "auto", ("flow.created", "4711", "LA-20002", "Accepted")),
+        ({"data": "not an object", "flowId": "f2", "status": True}, "auto", (None, "f2", None, None)),
+        ({"event": {"nested": 1}, "flowId": [1], "status": None}, "auto", (None, None, None, None)),
+    ],
+)
+def test_read_event_finds_the_fields_of_each_shape(payload, shape, expected):
+    fields = read_event(payload, EventShape(shape))
+    assert (fields.event_type, fields.flow_id, fields.reference_id, fields.status) == expected
+
+
+def test_read_event_follows_field_overrides_and_other_time_names():
+    shape = EventShape("auto", parse_fields("type=kind, flow_id=payload.flow.id,status=payload.states.1"))
+    payload = {
+        "kind": "x.y",
+        "eventId": 7,
+        "occurredAt": 1700000000,
+        "payload": {"flow": {"id": "f9"}, "states": ["a", "b"]},
+    }
+    assert read_event(payload, shape) == EventFields("7", "x.y", "f9", None, "b", "1700000000")
+
+
+def test_a_flat_event_is_linked_to_its_flow_and_shown(plain_app):
+    assert deliver(plain_app.test_client(), flat_event(flowId=4711, id="evt-flat")).status_code == 200
+    [row] = stored(plain_app)
+    assert (row.event_type, row.flow_id, row.reference_id, row.status) == (
+        "flow.status_changed",
+        "4711",
+        "LA-20002",
+        "Accepted",
+    )
+    assert row.occurred_at == datetime(2026, 11, 28, 10, tzinfo=timezone.utc)
+    with plain_app.app_context():
+        assert [event.id for event in events_for_flow("4711", None)] == [row.id]
+        assert [event.id for event in events_for_flow("other", "LA-20002")] == [row.id]
+    staff = staff_client(plain_app)
+    listing = staff.get("/events?flow=4711").text
+    assert "flow.status_changed" in listing and "/flows/4711" in listing and "Accepted" in listing
+    page = staff.get(f"/events/{row.id}")
+    assert page.status_code == 200 and "/flows/4711" in page.text and "Accepted" in page.text
+
+
+def test_webhook_fields_override_a_path(make_app, database_url):
+    app = make_app(
+        database=database_url,
+        FLOW_WEBHOOK_SECRETS=SECRET,
+        FLOW_WEBHOOK_SHAPE="flat",
+        FLOW_WEBHOOK_FIELDS="type=kind,flow_id=payload.flow.id,status=payload.state",
+    )
+    payload = {"kind": "loan.accepted", "payload": {"flow": {"id": "f-77"}, "state": "Accepted"}, "flowId": "not-this"}
+    assert deliver(app.test_client(), payload).status_code == 200
+    [row] = stored(app)
+    assert (row.event_type, row.flow_id, row.status) == ("loan.accepted", "f-77", "Accepted")
+
+
+@pytest.fixture
+def hmac_app(make_app, database_url):
+    return make_app(database=database_url, FLOW_WEBHOOK_SCHEME="hmac-sha256", FLOW_WEBHOOK_SECRETS="plain")
+
+
+def hmac_post(client, body: bytes, **headers):
+    signature = hmac.new(b"plain", body, hashlib.sha256).hexdigest()
+    return client.post(
+        PATH, data=body, headers={"X-Flow-Signature": signature, "content-type": "application/json"} | headers
+    )
+
+
+def test_hmac_event_without_an_id_is_stored_under_the_hash_of_its_body(hmac_app):
+    client = hmac_app.test_client()
+    body = json.dumps(flat_event()).encode()
+    first = hmac_post(client, body)
+    again = hmac_post(client, body)
+    assert first.status_code == again.status_code == 200
+    assert first.json == {"status": "stored", "id": "sha256:" + hashlib.sha256(body).hexdigest()}
+    assert again.json["status"] == "duplicate"
+    other = hmac_post(client, json.dumps(flat_event(status="Rejected")).encode())
+    assert other.json["status"] == "stored"
+    assert len(stored(hmac_app)) == 2
+
+
+def test_hmac_event_id_comes_from_the_id_header_then_the_body(hmac_app):
+    client = hmac_app.test_client()
+    body = json.dumps(flat_event(id="body-id")).encode()
+    assert hmac_post(client, body, **{"X-Flow-Event-Id": "header-id"}).json == {"status": "stored", "id": "header-id"}
+    assert hmac_post(client, body).json == {"status": "stored", "id": "body-id"}
+    assert hmac_post(client, body).json == {"status": "duplicate", "id": "body-id"}
+    numbered = json.dumps(flat_event(eventId=12345)).encode()
+    assert hmac_post(client, numbered).json["id"] == "12345"
+    assert json.loads(stored(hmac_app)[0].headers)["x-flow-event-id"] == "header-id"
+
+
+def test_the_id_header_is_configurable(make_app, database_url):
+    app = make_app(
+        database=database_url,
+        FLOW_WEBHOOK_SCHEME="hmac-sha256",
+        FLOW_WEBHOOK_SECRETS="plain",
+        FLOW_WEBHOOK_ID_HEADER="X-GitHub-Delivery",
+    )
+    answer = hmac_post(app.test_client(), json.dumps(flat_event()).encode(), **{"X-GitHub-Delivery": "d-1"})
+    assert answer.json == {"status": "stored", "id": "d-1"}
+
+
+def test_lone_surrogates_and_control_characters_are_stored_cleaned(plain_app):
+    payload = flat_event(event="flow.\ud800created", flowId="\udfffflow-9\u0000", status="Acc\x1bepted" + "x" * 100)
+    body = json.dumps(payload).encode()  # ensure_ascii: the surrogate travels as the escape \ud800
+    assert b"\\ud800" in body
+    answer = deliver(plain_app.test_client(), body=body)
+    assert answer.status_code == 200, answer.text
+    [row] = stored(plain_app)
+    assert (row.event_type, row.flow_id) == ("flow.\ufffdcreated", "\ufffdflow-9")
+    assert row.status == ("Accepted" + "x" * 100)[:40]
+    assert row.body == body.decode()
+    staff = staff_client(plain_app)
+    assert staff.get(f"/events/{row.id}").status_code == 200
+    assert staff.get("/events").status_code == 200
+
+
+def test_escaped_nul_and_huge_numbers_in_a_signed_body_are_stored(plain_app):
+    body = b'{"type": "flow.created", "flowId": "f\\u0000", "count": ' + b"9" * 5000 + b"}"
+    answer = deliver(plain_app.test_client(), body=body)
+    assert answer.status_code == 200, answer.text
+    [row] = stored(plain_app)
+    assert row.flow_id == "f" and row.body == body.decode()
+    assert staff_client(plain_app).get(f"/events/{row.id}").status_code == 200
+
+
+def test_json_nested_5000_deep_is_a_clear_400(make_app, database_url):
+    app = make_app(database=database_url, FLOW_WEBHOOK_SECRETS=SECRET)
+    body = b'{"id": "deep", "note": "[[[[{{{{ in a string \\" ]]", "data": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    answer = deliver(app.test_client(), body=body)
+    assert answer.status_code == 400 and answer.json == {"error": "JSON nested too deep"}
+    assert stored(app) == []
+    [record] = rejected(app)
+    assert "nested deeper than 64" in record.reason
+    brackets_in_strings = json.dumps(event(note="[" * 5000)).encode()
+    assert deliver(app.test_client(), body=brackets_in_strings).status_code == 200
+    just_deep_enough = json.dumps(event(nested=json.loads("[" * 63 + "]" * 63))).encode()
+    assert deliver(app.test_client(), body=just_deep_enough).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    ["9999-12-31T23:59:59Z", "9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59", 1e300, "99999999999999999999"],
+)
+def test_a_moment_past_the_ends_of_time_is_kept_as_text(plain_app, sandbox, timestamp):
+    flow_id = sandbox.create()["flowId"]
+    payload = event(flow_id=flow_id, timestamp=timestamp)
+    answer = deliver(plain_app.test_client(), payload)
+    assert answer.status_code == 200, answer.text
+    [row] = stored(plain_app)
+    assert row.occurred_at is None and row.occurred_at_raw == str(timestamp)
+    staff = staff_client(plain_app)
+    page = staff.get(f"/events/{row.id}")
+    assert page.status_code == 200 and str(timestamp) in page.text
+    assert staff.get(f"/flows/{flow_id}").status_code == 200
+    assert staff.get(f"/events?flow={flow_id}").status_code == 200
+
+
+def test_the_last_showable_moment_is_kept(plain_app):
+    assert deliver(plain_app.test_client(), event(timestamp="9999-12-29T12:00:00+01:00")).status_code == 200
+    [row] = stored(plain_app)
+    assert row.occurred_at == datetime(9999, 12, 29, 11, tzinfo=timezone.utc) and row.occurred_at_raw is None
+    assert staff_client(plain_app).get(f"/events/{row.id}").status_code == 200
+
+
+def test_the_migration_moves_stored_moments_past_the_ends_of_time_to_text(plain_app):
+    from flask_migrate import downgrade, upgrade
+    from sqlalchemy import bindparam, text
+
+    insert = text(
+        "INSERT INTO webhook_events (event_id, occurred_at, received_at, body, headers, scheme, secret_index)"
+        " VALUES (:id, :at, :at, '{}', '{}', 'standard-webhooks', 0)"
+    ).bindparams(bindparam("at", type_=db.DateTime(timezone=True)))
+    with plain_app.app_context():
+        downgrade(revision="0001_initial")
+        for number, moment in enumerate([datetime(9999, 12, 31, 23, 59, 59), datetime(2026, 1, 2, 3, 4, 5)]):
+            db.session.execute(insert, {"id": f"old-{number}", "at": moment.replace(tzinfo=timezone.utc)})
+        db.session.commit()
+        upgrade()
+    far, near = stored(plain_app)
+    assert far.occurred_at is None and far.occurred_at_raw.startswith("9999-12-31")
+    assert near.occurred_at == datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc) and near.occurred_at_raw is None
+
+
+@pytest.fixture
+def gunicorn_portal(make_app, database_url, tmp_path):
+    """gunicorn serving `wsgi.py` on a migrated store; yields its URL and an app on the same database."""
+    app = make_app(database=database_url, FLOW_WEBHOOK_SECRETS=SECRET)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = portal_config("http://127.0.0.1:9", database_url, FLOW_WEBHOOK_SECRETS=SECRET)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("FLOW_", "PORTAL_"))}
+    env |= {key: value for key, value in config.items() if isinstance(value, str)}
+    root = Path(__file__).resolve().parents[1]
+    command = [sys.executable, "-m", "gunicorn", "-w", "1", "--threads", "2", "-b", f"127.0.0.1:{port}"]
+    command += ["--pythonpath", str(root), "--graceful-timeout", "1", "wsgi:app"]
+    with (tmp_path / "gunicorn.log").open("w") as log:
+        server = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 30
+    try:
+        while True:
+            try:
+                requests.get(url + "/healthz", timeout=5)
+                break
+            except requests.RequestException:
+                assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "gunicorn.log").read_text()
+                time.sleep(0.1)
+        yield url, app
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_hostile_signed_deliveries_through_gunicorn(gunicorn_portal):
+    url, app = gunicorn_portal
+    deliveries = {
+        "surrogate": (json.dumps(flat_event(event="\ud800", flowId="\ud800", status="\ud800")).encode(), 200),
+        "deep": (b'{"type": "x", "data": ' + b"[" * 5000 + b"]" * 5000 + b"}", 400),
+        "end of time": (json.dumps(event(timestamp="9999-12-31T23:59:59Z")).encode(), 200),
+        "past the end": (json.dumps(event(timestamp="9999-12-31T23:59:59-23:59")).encode(), 200),
+    }
+    answers = {
+        name: requests.post(url + PATH, data=body, headers=signed(body), timeout=10).status_code
+        for name, (body, _) in deliveries.items()
+    }
+    assert answers == {name: status for name, (_, status) in deliveries.items()}
+    rows = stored(app)
+    assert [(row.event_type, row.flow_id, row.status) for row in rows[:1]] == [("\ufffd", "\ufffd", "\ufffd")]
+    assert [(row.occurred_at, row.occurred_at_raw) for row in rows[1:]] == [
+        (None, "9999-12-31T23:59:59Z"),
+        (None, "9999-12-31T23:59:59-23:59"),
+    ]

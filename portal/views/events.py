@@ -9,7 +9,7 @@ from flask_babel import gettext as _
 from ..extensions import db
 from ..models import WebhookEvent
 from ..paging import MAX_ROW_ID, before_argument
-from ..webhooks.store import event_types, find_events
+from ..webhooks.store import event_document, event_types, find_events
 
 bp = Blueprint("events", __name__, url_prefix="/events")
 
@@ -59,8 +59,6 @@ def index():
 def detail(event_row: int):
     """One event with its pretty-printed body and the headers that came with it."""
     event = db.session.get(WebhookEvent, event_row) or abort(404)
-    try:
-        body = json.loads(event.body)
-    except ValueError:
-        body = event.body
-    return render_template("events/detail.html", event=event, body=body, headers=json.loads(event.headers or "{}"))
+    return render_template(
+        "events/detail.html", event=event, body=event_document(event), headers=json.loads(event.headers or "{}")
+    )

@@ -4,6 +4,7 @@ No sign-in and no CSRF here (the signature is the authentication); nothing else 
 """
 
 import json
+import re
 
 from flask import Blueprint, current_app, jsonify, request
 from flask_limiter.util import get_remote_address
@@ -11,9 +12,12 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..extensions import csrf
 from .schemes import DeliveryRejected, signature_headers, verify_delivery
-from .store import record_event, record_rejection
+from .shape import EventShape, read_event
+from .store import event_id_for, record_event, record_rejection
 
 KEPT_HEADERS = ("webhook-id", "webhook-timestamp", "user-agent", "content-type")
+MAX_DEPTH = 64
+_JSON_TOKEN = re.compile(rb'\\.|["\[\]{}]', re.DOTALL)  # an escape, a quote or a bracket; never backtracks
 
 
 def make_blueprint(path: str) -> Blueprint:
@@ -35,8 +39,30 @@ def _reject(status: int, public: str, reason: str, body_head: bytes = b""):
     return _answer(status, {"error": public})
 
 
-def _usable_event_id(event_id) -> bool:
-    return isinstance(event_id, str) and 0 < len(event_id) <= 255 and event_id.isprintable()
+def nests_deeper_than(body: bytes, limit: int) -> bool:
+    """Whether the brackets of a JSON text nest past `limit`, brackets in strings ignored; no recursion."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    depth = 0
+    in_string = False
+    for match in _JSON_TOKEN.finditer(body):
+        token = match.group()
+        if token == b'"':
+            in_string = not in_string
+        elif in_string or len(token) == 2:
+            continue
+        elif token in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def _int_or_text(digits: str):
+    # Past Python's 4300-digit limit int() raises; such a number is kept as its text.
+    return int(digits) if len(digits) <= 4000 else digits
 
 
 def receive():
@@ -61,13 +87,22 @@ def receive():
         return _reject(401, "invalid signature", rejected.reason, body)
     if request.mimetype != "application/json":
         return _reject(415, "content type must be application/json", f"content type {request.mimetype!r}", body)
+    if nests_deeper_than(body, MAX_DEPTH):
+        return _reject(400, "JSON nested too deep", f"JSON nested deeper than {MAX_DEPTH} levels", body)
     try:
-        payload = json.loads(body.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError is a ValueError too
+        payload = json.loads(body.decode("utf-8"), parse_int=_int_or_text)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
         return _reject(400, "malformed JSON", "body is not valid UTF-8 JSON", body)
-    event_id = verified.message_id or (payload.get("id") if isinstance(payload, dict) else None)
-    if not isinstance(payload, dict) or not _usable_event_id(event_id):
-        return _reject(400, "the event must be a JSON object with an id", "no usable event id", body)
-    kept = {name: request.headers[name] for name in KEPT_HEADERS if name in request.headers}
-    stored = record_event(verified, event_id, payload, body, kept, get_remote_address())
+    if not isinstance(payload, dict):
+        return _reject(400, "the event must be a JSON object", "body is not a JSON object", body)
+    fields = read_event(payload, EventShape(settings.webhook_shape, settings.webhook_fields))
+    # Standard Webhooks always signs an id; hmac-sha256 senders may put one in a header, the body, or nowhere.
+    given_ids = [verified.message_id, request.headers.get(settings.webhook_id_header), fields.event_id]
+    event_id = event_id_for(given_ids, body)
+    stored = record_event(verified, event_id, fields, body, _kept_headers(settings), get_remote_address())
     return _answer(200, {"status": "stored" if stored else "duplicate", "id": event_id})
+
+
+def _kept_headers(settings) -> dict:
+    names = (*KEPT_HEADERS, settings.webhook_id_header.lower())
+    return {name: request.headers[name] for name in names if name in request.headers}
