@@ -1,24 +1,68 @@
-"""Engine set-up the store needs on every connection, and where the migrations live."""
+"""Engine set-up the store needs on every connection, its timeouts, and where the migrations live."""
 
+import logging
+import math
 import sqlite3
 from pathlib import Path
 
-from flask import Flask
+from flask import Flask, g
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from .extensions import db
+from .settings import Settings
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+# Connection-type failures: the database is down, hung, locked or out of pooled connections.
+UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout)
+
+log = logging.getLogger(__name__)
+
+
+class DatabaseUnavailable(Exception):
+    """The database failed earlier in this request; raised where carrying on would mislead."""
 
 
 @event.listens_for(Engine, "connect")
 def _tune_sqlite(dbapi_connection, _record) -> None:
-    """WAL lets readers work beside the one writer; busy_timeout makes workers wait, not fail."""
+    """WAL lets readers work beside the one writer; the busy timeout comes from `engine_options`."""
     if isinstance(dbapi_connection, sqlite3.Connection):
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=10000")
         cursor.execute("PRAGMA synchronous=FULL")  # a committed event survives a power loss too
         cursor.close()
+
+
+def engine_options(settings: Settings) -> dict:
+    """SQLAlchemy engine options that bound every wait on the database by the two timeout settings."""
+    url = make_url(settings.database_url)
+    options: dict = {"pool_pre_ping": True}
+    if url.get_backend_name() == "sqlite":
+        # sqlite3's `timeout` is SQLite's busy timeout: how long a statement waits for another writer's
+        # lock, the one way a local file keeps a worker waiting.
+        options["connect_args"] = {"timeout": settings.db_statement_timeout}
+        if url.database and url.database != ":memory:":
+            options["pool_timeout"] = settings.db_connect_timeout  # in-memory databases use a pool without it
+    elif url.get_backend_name() == "postgresql":
+        connect = math.ceil(settings.db_connect_timeout)
+        statement_ms = math.ceil(settings.db_statement_timeout * 1000)
+        options["pool_timeout"] = settings.db_connect_timeout
+        options["connect_args"] = {
+            # psycopg enforces connect_timeout itself (at least 2 s), also against a server that accepts
+            # the TCP connection and then never speaks: tests/test_database_faults.py measures it.
+            "connect_timeout": connect,
+            "options": f"-c statement_timeout={statement_ms}",
+            # statement_timeout is the server's own clock; against a peer that vanished from the network,
+            # keepalives and tcp_user_timeout make the kernel give up on the socket.
+            "keepalives": 1,
+            "keepalives_idle": max(1, math.ceil(settings.db_statement_timeout)),
+            "keepalives_interval": connect,
+            "keepalives_count": 3,
+            "tcp_user_timeout": statement_ms + connect * 1000,
+        }
+    return options
 
 
 def configure_engine(app: Flask) -> None:
@@ -26,3 +70,28 @@ def configure_engine(app: Flask) -> None:
     url = app.config["SQLALCHEMY_DATABASE_URI"]
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+
+
+def is_unavailable(error: BaseException) -> bool:
+    """Whether `error` says the database cannot be reached or did not answer in time."""
+    if isinstance(error, (DatabaseUnavailable, *UNAVAILABLE)):
+        return True
+    return isinstance(error, DBAPIError) and error.connection_invalidated
+
+
+def mark_unavailable(error: BaseException) -> None:
+    """Roll the session back so this thread's next request starts clean, and remember the failure."""
+    if not getattr(g, "database_unavailable", False):
+        origin = getattr(error, "orig", None) or error  # the driver's words, never the statement's parameters
+        first_line = (str(origin).strip().splitlines() or [""])[0][:200]
+        log.warning("database unavailable: %s: %s", type(origin).__name__, first_line)
+    g.database_unavailable = True
+    try:
+        db.session.rollback()
+    except Exception:  # a rollback on a dead connection may fail too; the session is discarded at teardown
+        log.debug("rollback after a database failure failed", exc_info=True)
+
+
+def database_unavailable() -> bool:
+    """Whether the database failed earlier in this request."""
+    return bool(g.get("database_unavailable"))
