@@ -49,7 +49,7 @@ def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:
     app.config.update(
         SECRET_KEY=settings.secret_key,
         SQLALCHEMY_DATABASE_URI=settings.database_url,
-        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": True},
+        SQLALCHEMY_ENGINE_OPTIONS=database.engine_options(settings),
         SESSION_COOKIE_NAME="flow_portal_session",
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",

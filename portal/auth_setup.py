@@ -1,10 +1,11 @@
 """Staff sessions: Flask-Login, the sign-in gate in front of every page, optional OIDC single sign-on."""
 
 from authlib.integrations.flask_client import OAuth
-from flask import Flask, current_app, request
+from flask import Flask, current_app, g, request
 from flask_babel import lazy_gettext as _l
 from flask_login import current_user
 
+from .database import DatabaseUnavailable, database_unavailable, is_unavailable, mark_unavailable
 from .extensions import db, login_manager
 from .models import User
 from .settings import Settings
@@ -48,7 +49,16 @@ def staff_sso():
 
 
 def _load_user(user_id: str) -> User | None:
-    user = db.session.get(User, int(user_id)) if user_id.isdigit() else None
+    # Never raises: an error page renders the base template, which asks for the user again.
+    if not user_id.isdigit() or database_unavailable():
+        return None
+    try:
+        user = db.session.get(User, int(user_id))
+    except Exception as error:
+        if not is_unavailable(error):
+            raise
+        mark_unavailable(error)
+        return None
     return user if user and user.is_active else None
 
 
@@ -56,5 +66,12 @@ def _require_sign_in():
     if request.endpoint in PUBLIC_ENDPOINTS or request.endpoint is None:
         return None
     if not current_user.is_authenticated:
+        if database_unavailable():
+            raise DatabaseUnavailable  # the 503 page, not a sign-in form that cannot work either
         return login_manager.unauthorized()
     return None
+
+
+def forget_user() -> None:
+    """Show the rest of this request as signed out, so rendering a page never loads the user again."""
+    g._login_user = login_manager.anonymous_user()  # where Flask-Login caches the request's user

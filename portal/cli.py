@@ -21,10 +21,10 @@ from standardwebhooks import Webhook
 
 from .accounts import AccountError, change_role, create_account, find_account, set_disabled
 from .extensions import db
-from .flowapi import FlowApiError, InsufficientScope, Unauthorized, UpstreamProtocolError
+from .flowapi import FlowApiError, InsufficientScope, TokenRequestRefused, Unauthorized, UpstreamProtocolError
 from .flowapi.auth import MIN_KEY_BITS
 from .models import ROLES, User
-from .webhooks.store import iter_events, prune_events
+from .webhooks.store import event_document, iter_events, prune_events
 
 users = AppGroup("users", help="Manage staff accounts.")
 keys = AppGroup("keys", help="Key pairs for the self-signed JWT (seed §5.3).")
@@ -143,12 +143,14 @@ def generate_keys(kid: str, bits: int, out_dir: Path, force: bool):
 def _diagnosis(error: FlowApiError) -> str:
     if error.code == "tls":
         return f"TLS: {error}"
-    if error.code in ("unreachable", "token_unreachable", "connect_timeout", "token_timeout"):
+    if error.code in ("unreachable", "token_unreachable", "connect_timeout", "token_connect_timeout", "token_timeout"):
         return f"cannot connect: {error}"
     if error.code in ("invalid_client", "unauthorized_client"):
         return f"{error.code}: the identity provider refused FLOW_CLIENT_ID / FLOW_CLIENT_SECRET"
     if error.code == "invalid_scope":
         return "invalid_scope: the identity provider refused FLOW_SCOPES"
+    if isinstance(error, TokenRequestRefused) or error.code == "token_not_found":
+        return f"identity provider: {error}"
     if isinstance(error, Unauthorized):
         return f"401 from the API: the token was refused ({error.code})"
     if isinstance(error, InsufficientScope):
@@ -221,7 +223,7 @@ def export(since: str | None, fmt: str):
             writer.writerow(row)
         else:
             record = dict(zip(columns, row, strict=True))
-            record["body"] = json.loads(event.body)
+            record["body"] = event_document(event)
             click.echo(json.dumps(record, ensure_ascii=False))
 
 

@@ -2,16 +2,24 @@
 
 import logging
 
-from flask import Flask, render_template, request
+from flask import Flask, jsonify, render_template, request
 from flask_babel import lazy_gettext as _l
 from flask_wtf.csrf import CSRFError
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
+from . import auth_setup, database
+from .database import DatabaseUnavailable
+from .extensions import db
 from .flowapi import (
+    Conflict,
+    EndpointNotFound,
     FlowApiError,
     InsufficientScope,
     NotFound,
     RateLimited,
+    TokenRequestRefused,
     Unauthorized,
     UpstreamProtocolError,
     UpstreamTimeout,
@@ -19,6 +27,7 @@ from .flowapi import (
 )
 
 log = logging.getLogger(__name__)
+DATABASE_RETRY_AFTER = 10  # seconds a webhook sender or a person is asked to wait while the database is away
 
 PAGES = {
     400: (_l("Something in that request was not right"), _l("Go back and check what you entered.")),
@@ -38,6 +47,23 @@ PAGES = {
 
 # Upstream failure -> (HTTP status, title, what the person can do, offer a retry link)
 UPSTREAM_PAGES = (
+    (
+        EndpointNotFound,
+        502,
+        _l("The portal is not set up correctly"),
+        _l(
+            "The Flow Service answered 404 for an address it must have. "
+            "An administrator should check FLOW_API_URL and run `flask --app portal check`."
+        ),
+        False,
+    ),
+    (
+        Conflict,
+        409,
+        _l("The Flow Service refused that"),
+        _l("It conflicts with the flow's current state. Reload the flow and check it."),
+        False,
+    ),
     (
         NotFound,
         404,
@@ -75,6 +101,16 @@ UPSTREAM_PAGES = (
         True,
     ),
     (
+        TokenRequestRefused,
+        502,
+        _l("The portal cannot sign in to the Flow Service"),
+        _l(
+            "The identity provider refused the portal's token request. "
+            "An administrator should check FLOW_TOKEN_URL and the client settings and run `flask --app portal check`."
+        ),
+        True,
+    ),
+    (
         UpstreamProtocolError,
         502,
         _l("The Flow Service sent something unexpected"),
@@ -91,23 +127,49 @@ UPSTREAM_PAGES = (
 )
 
 
-def render_error(status: int, title: str, advice: str, *, support_code: str | None = None, retry: bool = False):
+def render_error(
+    status: int,
+    title: str,
+    advice: str,
+    *,
+    support_code: str | None = None,
+    retry: bool = False,
+    reason: str | None = None,
+    reason_from_identity_provider: bool = False,
+):
     return render_template(
         "errors/error.html",
         status=status,
         title=title,
         advice=advice,
+        reason=reason,
+        reason_from_identity_provider=reason_from_identity_provider,
         support_code=support_code,
         retry_url=request.full_path.rstrip("?") if retry and request.method == "GET" else None,
     ), status
 
 
+def _upstream_page(error: FlowApiError) -> tuple:
+    return next(entry for entry in UPSTREAM_PAGES if isinstance(error, entry[0]))  # FlowApiError is the last
+
+
+def upstream_status(error: FlowApiError) -> int:
+    """The HTTP status the portal answers with for this failure of the Flow Service."""
+    return _upstream_page(error)[1]
+
+
 def upstream_error_page(error: FlowApiError):
-    for kind, status, title, advice, retry in UPSTREAM_PAGES:
-        if isinstance(error, kind):
-            log.warning("flow service error on %s: %s (%s)", request.path, type(error).__name__, error.support_code)
-            return render_error(status, title, advice, support_code=error.support_code, retry=retry)
-    raise AssertionError("FlowApiError is the last entry")
+    _kind, status, title, advice, retry = _upstream_page(error)
+    log.warning("flow service error on %s: %s (%s): %s", request.path, type(error).__name__, error.support_code, error)
+    return render_error(
+        status,
+        title,
+        advice,
+        support_code=error.support_code,
+        retry=retry,
+        reason=error.reason,
+        reason_from_identity_provider=not error.reached_api,  # the token request failed, not the API call
+    )
 
 
 def _http_error(error: HTTPException):
@@ -125,11 +187,28 @@ def _csrf_error(error: CSRFError):
 
 def _unexpected(error: Exception):
     log.exception("unhandled error on %s", request.path)
+    db.session.rollback()  # a failed statement leaves the session unusable for the page that reports it
     title, advice = PAGES[500]
     return render_error(500, title, advice)
 
 
+def database_unavailable_page(error: Exception):
+    """503 while the database is down or hung: the webhook sender retries, staff see the portal's own page."""
+    if not database.is_unavailable(error):
+        return _unexpected(error)
+    database.mark_unavailable(error)
+    auth_setup.forget_user()  # the page's header would ask the database for the user again
+    retry_after = {"Retry-After": str(DATABASE_RETRY_AFTER)}
+    if request.endpoint == "webhooks.receive":
+        return jsonify({"error": "database unavailable, retry later"}), 503, retry_after
+    title, advice = _l("The portal's database is unavailable"), _l("Wait a few seconds and try again.")
+    body, status = render_error(503, title, advice)
+    return body, status, retry_after
+
+
 def init_app(app: Flask) -> None:
+    for kind in (DatabaseUnavailable, DBAPIError, PoolTimeout):
+        app.register_error_handler(kind, database_unavailable_page)
     app.register_error_handler(CSRFError, _csrf_error)
     app.register_error_handler(FlowApiError, upstream_error_page)
     app.register_error_handler(HTTPException, _http_error)

@@ -46,17 +46,25 @@ def pretty_json(document) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False, sort_keys=True)
 
 
+def _in_zone(moment: datetime, zone) -> datetime:
+    """The moment in `zone`; at the ends of the calendar (9999-12-31 UTC) it stays as it is."""
+    try:
+        return moment.astimezone(zone)
+    except (OverflowError, ValueError):
+        return moment
+
+
 def local_time(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
     if moment is None:
         return "—"
     zone = ZoneInfo(current_app.extensions["portal.settings"].timezone)
-    return moment.astimezone(zone).strftime(fmt)
+    return _in_zone(moment, zone).strftime(fmt)
 
 
 def utc_time(moment: datetime | None) -> str:
     if moment is None:
         return ""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    return _in_zone(moment, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
 def status_tone(status: str | None) -> str:

@@ -14,6 +14,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from .webhooks.shape import SHAPES, parse_fields
+
 ENVIRONMENTS = ("test", "production")
 AUTH_MODES = ("client_credentials", "self_signed_jwt")
 WEBHOOK_SCHEMES = ("standard-webhooks", "hmac-sha256")
@@ -51,6 +53,9 @@ class Settings:
     webhook_header: str
     webhook_path: str
     webhook_max_bytes: int
+    webhook_shape: str
+    webhook_fields: tuple[tuple[str, str], ...]
+    webhook_id_header: str
     secret_key: str = field(repr=False)
     database_url: str
     redis_url: str | None
@@ -63,6 +68,8 @@ class Settings:
     rejected_keep: int
     log_level: str
     trusted_proxies: int
+    db_connect_timeout: float
+    db_statement_timeout: float
 
     @property
     def create_countries(self) -> list[str]:
@@ -192,6 +199,20 @@ def _secret_key(read: _Reader, testing: bool) -> str:
     return key
 
 
+def _webhook_fields(read: _Reader) -> tuple[tuple[str, str], ...]:
+    try:
+        return parse_fields(read.text("FLOW_WEBHOOK_FIELDS"))
+    except ValueError as error:
+        raise SettingsError(f"FLOW_WEBHOOK_FIELDS: {error}") from None
+
+
+def _header_name(read: _Reader, name: str, default: str) -> str:
+    value = read.text(name, default)
+    if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", value):
+        raise SettingsError(f"{name} must be an HTTP header name, got {value!r}")
+    return value
+
+
 def _webhook_path(read: _Reader) -> str:
     path = read.text("FLOW_WEBHOOK_PATH", "/webhooks/flow")
     if not re.fullmatch(r"(/[A-Za-z0-9._~-]+)+", path):
@@ -245,6 +266,9 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         webhook_header=read.text("FLOW_WEBHOOK_HEADER", "X-Flow-Signature"),
         webhook_path=_webhook_path(read),
         webhook_max_bytes=read.number("FLOW_WEBHOOK_MAX_BYTES", 256 * 1024, 1024, 16 * 1024 * 1024),
+        webhook_shape=read.choice("FLOW_WEBHOOK_SHAPE", SHAPES, "auto"),
+        webhook_fields=_webhook_fields(read),
+        webhook_id_header=_header_name(read, "FLOW_WEBHOOK_ID_HEADER", "X-Flow-Event-Id"),
         secret_key=_secret_key(read, testing),
         database_url=read.text("PORTAL_DATABASE_URL", f"sqlite:///{Path(instance_path, 'portal.db').resolve()}"),
         redis_url=read.text("PORTAL_REDIS_URL", secret=True),
@@ -257,4 +281,6 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         rejected_keep=read.number("PORTAL_REJECTED_KEEP", 1000, 10, 1_000_000),
         log_level=read.choice("PORTAL_LOG_LEVEL", ("DEBUG", "INFO", "WARNING", "ERROR"), "INFO"),
         trusted_proxies=read.number("PORTAL_TRUSTED_PROXIES", 0, 0, 5),
+        db_connect_timeout=read.number("PORTAL_DB_CONNECT_TIMEOUT", 5.0, 1, 120, kind=float),
+        db_statement_timeout=read.number("PORTAL_DB_STATEMENT_TIMEOUT", 10.0, 0.1, 3600, kind=float),
     )

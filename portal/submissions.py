@@ -37,7 +37,12 @@ def _wait_for_flow(token: str) -> str:
     raise SubmissionInProgress(token)
 
 
+REFERENCE_LENGTH = CreateSubmission.reference_id.type.length
+
+
 def settle_submission(token: str, flow_id: str, reference_id: str | None) -> None:
+    """Record what the form created; a reference longer than the column is kept to its length."""
+    reference_id = reference_id[:REFERENCE_LENGTH] if reference_id else None
     db.session.execute(
         update(CreateSubmission)
         .where(CreateSubmission.token == token)

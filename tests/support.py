@@ -1,5 +1,6 @@
 """Helpers shared by the tests: live servers, a sandbox handle, portal configuration, sign-in."""
 
+import re
 import threading
 from dataclasses import dataclass
 
@@ -186,3 +187,26 @@ def service_missing(reason: str, variable: str):
     if os.environ.get("CI"):
         pytest.fail(f"{reason}; CI must provide it ({variable})")
     pytest.skip(f"{reason}: set {variable}")
+
+
+def submission_token(page) -> str:
+    """The one-time submission token a freshly opened create form carries."""
+    return re.search(r'name="submission" type="hidden" value="([^"]+)"', page.text)[1]
+
+
+def form_data(client, **changes) -> dict:
+    """A filled-in create form, with the submission token of a freshly opened one."""
+    page = client.get("/flows/new")
+    assert page.status_code == 200, page.status_code
+    return {
+        "country": "no",
+        "national_id": "15108695088",
+        "last_name": "Nordmann",
+        "redirect_url": "https://lender.example/done",
+        "webhook_url": "",
+        "submission": submission_token(page),
+    } | changes
+
+
+def create_form(client, **changes):
+    return client.post("/flows/new", data=form_data(client, **changes))

@@ -282,13 +282,15 @@ def test_secrets_tokens_and_national_ids_never_reach_the_log(sandbox, caplog):
 
 def test_models_tolerate_missing_and_unknown_fields():
     page = FlowPage.from_json({"data": [{"id": "a", "surprise": 1}], "extra": True})
-    assert page.has_more is False and page.items[0].status is None and page.items[0].national_id is None
+    assert page.has_more is None, "a missing has_more is unknown, not false"
+    assert page.items[0].status is None and page.items[0].national_id is None
     detail = FlowDetail.from_json({"flow": {"flowId": "a", "incidents": {"i": {"message": "m"}}, "actions": "x"}})
     assert detail.version is None and detail.incidents[0].id == "i" and detail.actions == []
     assert detail.data.national_id is None and detail.created_at is None
     summary = FlowSummary.from_json({"id": "b", "createdAt": "not a date"})
     assert summary.created_at is None
-    for broken in ([], {"data": "x"}, {"data": [5]}):
+    assert not FlowPage.from_json({"data": [5]}).items[0].has_details
+    for broken in ([], {"data": "x"}):
         with pytest.raises(UpstreamProtocolError):
             FlowPage.from_json(broken)
     empty_items = FlowPage.from_json({"data": [{}, {}], "has_more": True})  # the spec's own example

@@ -36,6 +36,11 @@ def settings_with(**changes):
         ({"FLOW_WEBHOOK_SCHEME": "md5"}, "FLOW_WEBHOOK_SCHEME"),
         ({"FLOW_WEBHOOK_SECRETS": "not-a-whsec"}, "FLOW_WEBHOOK_SECRETS"),
         ({"FLOW_WEBHOOK_PATH": "no-slash"}, "FLOW_WEBHOOK_PATH"),
+        ({"FLOW_WEBHOOK_SHAPE": "nested"}, "FLOW_WEBHOOK_SHAPE"),
+        ({"FLOW_WEBHOOK_FIELDS": "colour=data.colour"}, "FLOW_WEBHOOK_FIELDS"),
+        ({"FLOW_WEBHOOK_FIELDS": "type"}, "FLOW_WEBHOOK_FIELDS"),
+        ({"FLOW_WEBHOOK_FIELDS": "flow_id=data..flowId"}, "FLOW_WEBHOOK_FIELDS"),
+        ({"FLOW_WEBHOOK_ID_HEADER": "Event Id"}, "FLOW_WEBHOOK_ID_HEADER"),
         ({"PORTAL_SECRET_KEY": None, "TESTING": None}, "PORTAL_SECRET_KEY"),
         ({"PORTAL_SECRET_KEY": "short"}, "PORTAL_SECRET_KEY"),
         ({"PORTAL_TIMEZONE": "Mars/Olympus"}, "PORTAL_TIMEZONE"),
@@ -58,6 +63,11 @@ def test_defaults():
     assert settings.token_url == "http://127.0.0.1:8081/realms/sandbox/protocol/openid-connect/token"
     assert settings.webhook_scheme == "standard-webhooks" and settings.webhook_path == "/webhooks/flow"
     assert settings.webhook_url == "http://127.0.0.1:5000/webhooks/flow"
+    assert (settings.webhook_shape, settings.webhook_fields, settings.webhook_id_header) == (
+        "auto",
+        (),
+        "X-Flow-Event-Id",
+    )
     assert settings.timezone == "Europe/Oslo"
     assert settings.create_countries == ["no", "se", "fi"]
 
@@ -107,3 +117,9 @@ def test_templates_and_static_resolve_from_the_repository_root(app):
     answer = app.test_client().get("/static/vendor/bootstrap/bootstrap.min.css")
     assert answer.status_code == 200
     answer.close()
+
+
+def test_webhook_fields_are_read_as_dotted_paths():
+    settings = settings_with(FLOW_WEBHOOK_SHAPE="flat", FLOW_WEBHOOK_FIELDS=" type=event, flow_id=payload.flow.id ,")
+    assert settings.webhook_shape == "flat"
+    assert settings.webhook_fields == (("type", "event"), ("flow_id", "payload.flow.id"))

@@ -602,6 +602,9 @@ def test_lone_surrogates_and_control_characters_are_stored_cleaned(plain_app):
     staff = staff_client(plain_app)
     assert staff.get(f"/events/{row.id}").status_code == 200
     assert staff.get("/events").status_code == 200
+    exported = plain_app.test_cli_runner().invoke(args=["events", "export"])
+    assert exported.exit_code == 0, exported.output
+    assert json.loads(exported.output)["body"]["event"] == "flow.\ufffdcreated"
 
 
 def test_escaped_nul_and_huge_numbers_in_a_signed_body_are_stored(plain_app):

@@ -2,11 +2,14 @@
 
 from .client import FlowClient, build_client
 from .errors import (
+    Conflict,
+    EndpointNotFound,
     FieldError,
     FlowApiError,
     InsufficientScope,
     NotFound,
     RateLimited,
+    TokenRequestRefused,
     Unauthorized,
     UpstreamProtocolError,
     UpstreamTimeout,
@@ -16,7 +19,9 @@ from .errors import (
 from .models import CreatedFlow, FlowDetail, FlowPage, FlowSummary
 
 __all__ = [
+    "Conflict",
     "CreatedFlow",
+    "EndpointNotFound",
     "FieldError",
     "FlowApiError",
     "FlowClient",
@@ -26,6 +31,7 @@ __all__ = [
     "InsufficientScope",
     "NotFound",
     "RateLimited",
+    "TokenRequestRefused",
     "Unauthorized",
     "UpstreamProtocolError",
     "UpstreamTimeout",

@@ -1,9 +1,12 @@
 """`FlowClient`: the portal's only way to the Flow Service."""
 
+from collections.abc import Mapping
+from contextlib import contextmanager
 from urllib.parse import quote
 
 from ..settings import Settings
 from .auth import ClientCredentialsProvider, SelfSignedJwtProvider, TokenProvider
+from .errors import EndpointNotFound, NotFound
 from .models import CreatedFlow, FlowDetail, FlowPage
 from .transport import Transport
 
@@ -22,16 +25,21 @@ class FlowClient:
         archived: bool = False,
         starting_after: str | None = None,
         ending_before: str | None = None,
+        position: Mapping[str, str] | None = None,
     ) -> FlowPage:
-        """One page of flows, newest first; pass a cursor to move to the next or previous page."""
-        params = {"limit": limit}
-        if archived:
-            params["archived"] = "true"
+        """One page of flows, newest first.
+
+        Move with DESIGN's cursors (`starting_after`, `ending_before`) or with the `position` a
+        previous page named itself (`FlowPage.next_position`). `archived=false` is always sent:
+        a service may list every flow when the parameter is absent.
+        """
+        params = dict(position or {}) | {"limit": limit, "archived": "true" if archived else "false"}
         if starting_after:
             params["starting_after"] = starting_after
         if ending_before:
             params["ending_before"] = ending_before
-        return FlowPage.from_json(self.transport.get("/api/flows", params))
+        with _required_endpoint("flow list"):
+            return FlowPage.from_json(self.transport.get("/api/flows", params))
 
     def create_flow(
         self, national_id: str, last_name: str, redirect_url: str, webhook_url: str | None = None
@@ -39,11 +47,27 @@ class FlowClient:
         body = {"nationalId": national_id, "lastName": last_name, "redirectUrl": redirect_url}
         if webhook_url:
             body["webhookUrl"] = webhook_url
-        return CreatedFlow.from_json(self.transport.post("/api/flows", body))
+        with _required_endpoint("create endpoint"):
+            reply = self.transport.post("/api/flows", body)
+        return CreatedFlow.from_reply(reply.payload, reply.headers)
 
     def get_flow(self, flow_id: str) -> FlowDetail:
         """The full flow, from the spec's retrieve path `/api/applications/<id>`."""
         return FlowDetail.from_json(self.transport.get(f"/api/applications/{quote(flow_id, safe='')}"), flow_id)
+
+
+@contextmanager
+def _required_endpoint(what: str):
+    """A 404 from a path the service must have means the portal is pointed at the wrong address."""
+    try:
+        yield
+    except NotFound as error:
+        raise EndpointNotFound(
+            f"The Flow Service answered 404 for its {what}",
+            status=error.status,
+            code=error.code,
+            request_id=error.request_id,
+        ) from None
 
 
 def build_provider(settings: Settings) -> TokenProvider:
@@ -64,6 +88,8 @@ def build_provider(settings: Settings) -> TokenProvider:
         auth_method=settings.token_auth_method,
         leeway=settings.token_leeway,
         timeout=timeout,
+        retries=settings.retries,
+        retry_budget=settings.retry_budget,
     )
 
 

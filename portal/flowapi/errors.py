@@ -3,6 +3,7 @@
 Messages never carry a secret, a token or a request body: they are safe to log and to show.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -19,14 +20,26 @@ class FlowApiError(Exception):
     summary = "The Flow Service could not complete the request."
     #: set by the transport when an idempotent request may be tried again
     retryable = False
+    #: False when the failure came before the Flow API was called (e.g. no token): nothing was sent
+    reached_api = True
+    #: the service's complaints about single fields (a validation failure fills them)
+    details: Sequence[FieldError] = ()
 
     def __init__(
-        self, message: str = "", *, status: int | None = None, code: str | None = None, request_id: str | None = None
+        self,
+        message: str = "",
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
+        reason: str | None = None,
     ):
-        super().__init__(message or self.summary)
+        super().__init__(message or reason or self.summary)
         self.status = status
         self.code = code
         self.request_id = request_id
+        #: the service's own words (already cleaned of national ids and internals), fit to show staff
+        self.reason = reason
 
     @property
     def support_code(self) -> str:
@@ -45,6 +58,16 @@ class InsufficientScope(FlowApiError):
 
 class NotFound(FlowApiError):
     summary = "No such flow."
+
+
+class EndpointNotFound(FlowApiError):
+    """A 404 where the service must have a resource (the list, create): the address is wrong."""
+
+    summary = "The Flow Service has nothing at this address: check FLOW_API_URL."
+
+
+class Conflict(FlowApiError):
+    summary = "The Flow Service refused because of the flow's current state."
 
 
 class ValidationFailed(FlowApiError):
@@ -73,3 +96,9 @@ class UpstreamTimeout(FlowApiError):
 
 class UpstreamProtocolError(FlowApiError):
     summary = "The Flow Service sent an answer the portal cannot read."
+
+
+class TokenRequestRefused(UpstreamProtocolError):
+    """The identity provider refused the token request itself (`invalid_request`, `unsupported_grant_type`, ...)."""
+
+    summary = "The identity provider refused the portal's token request."

@@ -1,28 +1,77 @@
-"""Typed results of the Flow Service (seed §2), tolerant of unknown and missing fields.
+"""Typed results of the Flow Service (seed §2), tolerant of unknown, missing and oddly typed fields.
 
-Every object keeps the JSON it came from in `raw`, for the portal's raw view.
+The sandbox is one reading of the spec; a real service may send numbers as strings, epoch
+timestamps, incidents as a list, list items without ids. Each reader here takes what can be read
+and leaves the rest as None, never raising for a field's content. Every object keeps the JSON it
+came from in `raw`, for the portal's raw view.
 """
 
+import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from .errors import UpstreamProtocolError
+
+MAX_TEXT = 1000
+_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
+_EPOCH = re.compile(r"[0-9]{9,14}(\.[0-9]+)?")
+_FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+# Continuation styles seen in list APIs: the key that names the next page, and the query parameter that asks for it.
+NEXT_TOKENS = {
+    "next_cursor": "cursor",
+    "nextCursor": "cursor",
+    "next_page_token": "page_token",
+    "nextPageToken": "pageToken",
+}
+MAX_POSITION_PARAMS = 4
+LIST_KEYS = ("data", "items", "flows", "results")  # the spec's `data` first
 
 
 def _text(source: dict, name: str) -> str | None:
     value = source.get(name)
-    return value if isinstance(value, str) else None
+    return value[:MAX_TEXT] if isinstance(value, str) else None
+
+
+def _identifier(source: dict, *names: str) -> str | None:
+    """An id given as text or as a number (a `flowNumber` or a numeric id)."""
+    for name in names:
+        value = source.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:MAX_TEXT]
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+    return None
 
 
 def _integer(source: dict, name: str) -> int | None:
     value = source.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        return int(value)
+    return None
+
+
+def read_flag(value: Any) -> bool | None:
+    """True/False from a boolean, "true"/"false" or 1/0; None when it cannot be read."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    return None
 
 
 def _flag(source: dict, name: str) -> bool | None:
-    value = source.get(name)
-    return value if isinstance(value, bool) else None
+    return read_flag(source.get(name))
 
 
 def _object(source: dict, name: str) -> dict:
@@ -31,14 +80,37 @@ def _object(source: dict, name: str) -> dict:
 
 
 def parse_timestamp(value: Any) -> datetime | None:
-    """ISO 8601 (with `Z` or an offset) to an aware datetime; None when absent or unreadable."""
-    if not isinstance(value, str):
-        return None
+    """ISO 8601 (`Z` or an offset) or Unix time (seconds or milliseconds) to an aware UTC datetime.
+
+    None when absent, unreadable or outside what a datetime can hold in UTC (9999-12-31T23:59:59-05:00).
+    """
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        moment = _epoch(value) if not isinstance(value, str) or _EPOCH.fullmatch(value.strip()) else _iso(value)
+        return moment.astimezone(timezone.utc) if moment else None
+    except (ValueError, OverflowError, OSError):
         return None
+
+
+def _iso(value: str) -> datetime | None:
+    moment = datetime.fromisoformat(value.strip().replace("z", "Z").replace("Z", "+00:00"))
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _epoch(value: Any) -> datetime | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        return None
+    if number > 1e11:  # past the year 5138 in seconds: these are milliseconds
+        number /= 1000
+    return datetime.fromtimestamp(number, timezone.utc)
+
+
+def _unread_time(value: Any) -> str | None:
+    if value is None or value == "" or parse_timestamp(value) is not None:
+        return None
+    return str(value)[:64]
 
 
 def _require_object(payload: Any, what: str) -> dict:
@@ -47,13 +119,20 @@ def _require_object(payload: Any, what: str) -> dict:
     return payload
 
 
+def flow_id_from_path(path: Any) -> str | None:
+    """The flow id at the end of `/api/flows/<id>` (or a full URL of it), when it is a usable id."""
+    if not isinstance(path, str):
+        return None
+    last = urlsplit(path.strip()).path.rstrip("/").rsplit("/", 1)[-1]
+    return last if _FLOW_ID.fullmatch(last) else None
+
+
 @dataclass(frozen=True)
 class FlowSummary:
     """A list item: the flow model of seed §2.1, plus what the service may add."""
 
     id: str | None  # DESIGN gives list items an id; a service that sends none still gets its rows shown
     national_id: str | None
-    organization_id: str | None
     status: str | None
     reference_id: str | None
     created_at: datetime | None
@@ -61,37 +140,48 @@ class FlowSummary:
 
     @classmethod
     def from_json(cls, item: Any) -> "FlowSummary":
-        item = _require_object(item, "flow list item")
+        item = item if isinstance(item, dict) else {}
+        flow_id = _identifier(item, "id", "flowId")
         return cls(
-            id=_text(item, "id") or _text(item, "flowId"),
+            id=flow_id if flow_id and _FLOW_ID.fullmatch(flow_id) else None,
             national_id=_text(item, "nationalId"),
-            organization_id=_text(item, "organizationId"),
             status=_text(item, "status"),
-            reference_id=_text(item, "referenceId"),
+            reference_id=_identifier(item, "referenceId"),
             created_at=parse_timestamp(item.get("createdAt")),
             raw=item,
         )
 
+    @property
+    def has_details(self) -> bool:
+        return bool(self.raw)
+
 
 @dataclass(frozen=True)
 class FlowPage:
-    """One page of the list (seed §2.2) with the cursors to its neighbours (DESIGN §3)."""
+    """One page of the list (seed §2.2), and what the service said about the next one.
+
+    `has_more` is None when the service left it out or sent something unreadable: unknown, not
+    "no". `next_position` holds the query parameters that fetch the next page when the service
+    named them itself (a `next` link, `_links.next`, a `next_cursor`, an `offset`); None otherwise,
+    and then DESIGN's `starting_after=<last id>` is the way on.
+    """
 
     items: list[FlowSummary]
-    has_more: bool
+    has_more: bool | None
+    next_position: dict[str, str] | None
     raw: dict = field(repr=False, compare=False)
 
     @classmethod
     def from_json(cls, payload: Any) -> "FlowPage":
         payload = _require_object(payload, "flow list")
-        data = payload.get("data")
-        if not isinstance(data, list):
+        data = next((payload[key] for key in LIST_KEYS if isinstance(payload.get(key), list)), None)
+        if data is None:
             raise UpstreamProtocolError("The flow list has no data array")
-        return cls(
-            items=[FlowSummary.from_json(item) for item in data],
-            has_more=_flag(payload, "has_more") or False,
-            raw=payload,
-        )
+        items = [FlowSummary.from_json(item) for item in data]
+        next_position, has_more = _continuation(payload, len(items)), _flag(payload, "has_more")
+        if has_more is None and "next" in payload and payload["next"] is None:
+            has_more = False  # an explicit "no next link"
+        return cls(items=items, has_more=has_more, next_position=next_position, raw=payload)
 
     @property
     def first_id(self) -> str | None:
@@ -101,28 +191,59 @@ class FlowPage:
     def last_id(self) -> str | None:
         return self.items[-1].id if self.items else None
 
+    @property
+    def items_without_id(self) -> int:
+        return sum(1 for item in self.items if not item.id)
+
+
+def _continuation(payload: dict, count: int) -> dict[str, str] | None:
+    """The query parameters of the next page when the service says them itself."""
+    links = _object(payload, "_links") or _object(payload, "links")
+    link = payload.get("next")
+    link = link if isinstance(link, str) else links.get("next")
+    link = _text(link, "href") if isinstance(link, dict) else link
+    if isinstance(link, str) and link.strip():
+        return _link_position(link.strip())
+    for key, parameter in NEXT_TOKENS.items():
+        token = _identifier(payload, key)
+        if token:
+            return {parameter: token}
+    offset, total = _integer(payload, "offset"), _integer(payload, "total")
+    if offset is not None and count and (total is None or offset + count < total):
+        return {"offset": str(offset + count)}
+    return None
+
+
+def _link_position(link: str) -> dict[str, str] | None:
+    """A next link's query parameters (never its host: the portal asks only its configured service)."""
+    if "?" not in link and "/" not in link:
+        return {"cursor": link}  # a bare token named `next`
+    pairs = [(key, value) for key, value in parse_qsl(urlsplit(link).query) if key not in ("limit", "archived")]
+    return dict(pairs[:MAX_POSITION_PARAMS]) or None
+
 
 @dataclass(frozen=True)
 class CreatedFlow:
-    """The create response (seed §2.3)."""
+    """The create response (seed §2.3); the id may come from the body, `_links.self` or `Location`."""
 
-    flow_id: str
+    flow_id: str | None  # None: the service accepted the flow but did not say which id it got
     reference_id: str | None
-    self_href: str | None
     raw: dict = field(repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, payload: Any) -> "CreatedFlow":
-        payload = _require_object(payload, "create response")
-        flow_id = _text(payload, "flowId")
-        if not flow_id:
-            raise UpstreamProtocolError("The create response has no flowId")
-        return cls(
-            flow_id=flow_id,
-            reference_id=_text(payload, "referenceId"),
-            self_href=_text(_object(_object(payload, "_links"), "self"), "href"),
-            raw=payload,
+    def from_reply(cls, payload: Any, headers: dict | None = None) -> "CreatedFlow":
+        payload = payload if isinstance(payload, dict) else {}
+        flow = _object(payload, "flow")
+        self_link = _object(payload, "_links").get("self")
+        self_link = _text(self_link, "href") if isinstance(self_link, dict) else self_link
+        candidates = (
+            _identifier(payload, "flowId", "id"),
+            _identifier(flow, "flowId", "id"),
+            flow_id_from_path(self_link),
+            flow_id_from_path((headers or {}).get("Location") or (headers or {}).get("location")),
         )
+        flow_id = next((found for found in candidates if found and _FLOW_ID.fullmatch(found)), None)
+        return cls(flow_id, _identifier(payload, "referenceId") or _identifier(flow, "referenceId"), payload)
 
 
 @dataclass(frozen=True)
@@ -136,13 +257,24 @@ class Incident:
 
     @classmethod
     def from_json(cls, key: str, value: Any) -> "Incident":
-        value = value if isinstance(value, dict) else {}
+        value = value if isinstance(value, dict) else {"message": value} if isinstance(value, str) else {}
         return cls(
-            id=_text(value, "id") or key,
+            id=_identifier(value, "id") or key,
             message=_text(value, "message"),
             task_type=_text(value, "taskType"),
             task_category=_text(value, "taskCategory"),
         )
+
+
+def read_incidents(value: Any) -> list[Incident]:
+    """Incidents keyed by id (seed §2.5), or given as a list, or as one record."""
+    if isinstance(value, list):
+        return [Incident.from_json(str(index + 1), item) for index, item in enumerate(value)]
+    if isinstance(value, dict) and ("message" in value or "taskType" in value):
+        return [Incident.from_json("1", value)]
+    if isinstance(value, dict):
+        return [Incident.from_json(str(key), item) for key, item in value.items()]
+    return []
 
 
 @dataclass(frozen=True)
@@ -181,6 +313,8 @@ class FlowDetail:
     incidents: list[Incident]
     created_at: datetime | None
     updated_at: datetime | None
+    created_unread: str | None  # the service's value when it is not a time the portal can read
+    updated_unread: str | None
     num_attachments: int | None
     process_definition_id: str | None
     process_instance_id: str | None
@@ -198,8 +332,10 @@ class FlowDetail:
     @classmethod
     def from_json(cls, payload: Any, requested_id: str | None = None) -> "FlowDetail":
         payload = _require_object(payload, "flow")
-        flow = _require_object(payload.get("flow"), "flow object")
-        flow_id = _text(flow, "flowId") or requested_id
+        # The spec wraps the flow in `flow`; a service that sends the flow object bare is read too.
+        bare = "flow" not in payload and ("flowId" in payload or "id" in payload)
+        flow = payload if bare else _require_object(payload.get("flow"), "flow object")
+        flow_id = _identifier(flow, "flowId", "id") or requested_id
         if not flow_id:
             raise UpstreamProtocolError("The flow has no flowId")
         links, meta = _object(payload, "_links"), _object(flow, "_meta")
@@ -210,13 +346,15 @@ class FlowDetail:
             status=_text(flow, "status"),
             version=_integer(flow, "version"),
             flow_number=_integer(flow, "flowNumber"),
-            reference_id=_text(flow, "referenceId"),
+            reference_id=_identifier(flow, "referenceId"),
             reference_name=_text(flow, "referenceName"),
             has_errors=_flag(flow, "hasErrors"),
             has_incidents=_flag(flow, "hasIncidents"),
-            incidents=[Incident.from_json(key, value) for key, value in _object(flow, "incidents").items()],
+            incidents=read_incidents(flow.get("incidents")),
             created_at=parse_timestamp(flow.get("createdAt")),
             updated_at=parse_timestamp(flow.get("updatedAt")),
+            created_unread=_unread_time(flow.get("createdAt")),
+            updated_unread=_unread_time(flow.get("updatedAt")),
             num_attachments=_integer(flow, "numAttachments"),
             process_definition_id=_text(meta, "processDefinitionId"),
             process_instance_id=_text(meta, "processInstanceId"),

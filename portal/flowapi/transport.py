@@ -5,10 +5,13 @@ a time budget: `Retry` sleeps for whatever `Retry-After` says and knows nothing 
 """
 
 import logging
+import math
 import random
 import re
 import time
 import uuid
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import requests
@@ -16,7 +19,7 @@ from requests.adapters import HTTPAdapter
 
 from .auth import TokenProvider
 from .errors import (
-    FieldError,
+    Conflict,
     FlowApiError,
     InsufficientScope,
     NotFound,
@@ -27,18 +30,27 @@ from .errors import (
     UpstreamUnavailable,
     ValidationFailed,
 )
+from .problems import read_problem
+from .text import redact
+
+__all__ = ["Reply", "Transport", "redact"]
 
 log = logging.getLogger(__name__)
 
 RETRYABLE_STATUSES = (429, 502, 503, 504)
 REQUEST_ID_HEADER = "X-Request-Id"
 BACKOFF_BASE, BACKOFF_CAP = 0.2, 2.0
-# Long digit runs in upstream text may be national ids; never let them reach a log or a page.
-_ID_LIKE = re.compile(r"\d{6}[\s+\-A-Za-z]?\d{3,6}[0-9A-Za-z]?")
+MAX_RETRY_AFTER = 3600.0
+_DELAY_SECONDS = re.compile(r"[0-9]{1,7}(\.[0-9]{1,3})?")  # ASCII only: "²".isdigit() is True
 
 
-def redact(text: Any) -> str:
-    return _ID_LIKE.sub("•••", text) if isinstance(text, str) else ""
+@dataclass(frozen=True)
+class Reply:
+    """A 2xx answer: its JSON (None for an empty body) and its headers."""
+
+    status: int
+    payload: Any
+    headers: dict
 
 
 class Transport:
@@ -63,16 +75,30 @@ class Transport:
         self.session.mount("https://", adapter)
 
     def get(self, path: str, params: dict | None = None) -> Any:
-        return self._send("GET", path, params=params, idempotent=True)
+        """The JSON of a GET; a 2xx without a JSON body is a protocol error."""
+        reply = self._send("GET", path, params=params, idempotent=True)
+        if reply.payload is None:
+            raise UpstreamProtocolError(
+                "The Flow Service sent a body that is not JSON", status=reply.status, code="malformed_json"
+            )
+        return reply.payload
 
-    def post(self, path: str, body: dict) -> Any:
+    def post(self, path: str, body: dict) -> Reply:
+        """A POST's reply; its body may be empty (a `Location` header can say what was created)."""
         return self._send("POST", path, body=body, idempotent=False)
 
-    def _send(self, method: str, path: str, *, params=None, body=None, idempotent: bool) -> Any:
+    def _token(self) -> str:
+        try:
+            return self.provider.token()
+        except FlowApiError as error:
+            error.reached_api = False  # nothing was sent to the Flow API: surely nothing was created
+            raise
+
+    def _send(self, method: str, path: str, *, params=None, body=None, idempotent: bool) -> Reply:
         deadline = time.monotonic() + self.retry_budget
         attempt, renewed = 0, False
         while True:
-            token = self.provider.token()
+            token = self._token()
             request_id = str(uuid.uuid4())
             outcome, retry_after = self._attempt(method, path, params, body, token, request_id)
             if not isinstance(outcome, FlowApiError):
@@ -155,54 +181,68 @@ def _backoff(attempt: int) -> float:
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
-def _retry_after(response: requests.Response) -> float | None:
-    value = response.headers.get("Retry-After", "")
-    return float(value) if value.isdigit() else None
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Retry-After as seconds (RFC 9110: delay-seconds or an HTTP-date), None when unreadable."""
+    value = (value or "").strip()
+    if _DELAY_SECONDS.fullmatch(value):
+        return min(float(value), MAX_RETRY_AFTER)
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if moment is None or moment.tzinfo is None:
+        return None
+    delay = moment.timestamp() - (time.time() if now is None else now)
+    return min(max(delay, 0.0), MAX_RETRY_AFTER) if math.isfinite(delay) else None
 
 
 def _json_or_none(response: requests.Response) -> Any:
+    if not response.content:
+        return None
     try:
         return response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
-def _parse(response: requests.Response, request_id: str) -> Any:
+def _parse(response: requests.Response, request_id: str) -> Reply:
     status = response.status_code
     payload = _json_or_none(response)
     if 200 <= status < 300:
-        if payload is None:
+        if payload is None and response.content.strip():
             raise UpstreamProtocolError(
                 "The Flow Service sent a body that is not JSON",
                 status=status,
                 code="malformed_json",
                 request_id=request_id,
             )
-        return payload
-    raise _error_for(status, payload if isinstance(payload, dict) else {}, request_id, response)
+        return Reply(status, payload, dict(response.headers))
+    raise _error_for(status, payload, request_id, response)
 
 
-def _error_for(status: int, body: dict, request_id: str, response: requests.Response) -> FlowApiError:
-    code = body.get("error") if isinstance(body.get("error"), str) else f"http_{status}"
-    message = redact(body.get("message"))
-    common = {"status": status, "code": code, "request_id": request_id}
+def _error_for(status: int, body: Any, request_id: str, response: requests.Response) -> FlowApiError:
+    problem = read_problem(status, body, _text_of(response), request_id)
+    common = {"status": status, "code": problem.code, "request_id": request_id, "reason": problem.reason}
     if status in (400, 413, 422):
-        details = [
-            FieldError(str(item.get("field", "")), redact(item.get("message")))
-            for item in body.get("details") or []
-            if isinstance(item, dict)
-        ]
-        return ValidationFailed(message, details=details, **common)
+        return ValidationFailed(details=problem.details, **common)
+    if status == 409:
+        return Conflict(**common)
     if status == 401:
-        return Unauthorized(message, **common)
+        return Unauthorized(**common)
     if status == 403:
-        return InsufficientScope(message, **common)
-    if status == 404:
-        return NotFound(message, **common)
+        return InsufficientScope(**common)
+    if status in (404, 410):
+        return NotFound(**common)
     if status == 429:
-        return RateLimited(message, retry_after=_retry_after(response), **common)
+        return RateLimited(retry_after=retry_after_seconds(response.headers.get("Retry-After")), **common)
     if status in (408, 504):
-        return UpstreamTimeout(message, **common)
+        return UpstreamTimeout(**common)
     if status >= 500:
-        return UpstreamUnavailable(message, **common)
+        return UpstreamUnavailable(**common)
     return UpstreamProtocolError(f"Unexpected answer HTTP {status}", **common)
+
+
+def _text_of(response: requests.Response) -> str:
+    if response.headers.get("Content-Type", "").startswith(("text/plain", "application/problem")):
+        return response.text[:2000]
+    return ""

@@ -1,17 +1,20 @@
 """Flows: the paged list with the archived filter, the detail page, creating a flow."""
 
-import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import replace
 
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 
 from ..audit import record_audit
+from ..errors import upstream_status
 from ..flowapi import (
+    Conflict,
+    EndpointNotFound,
     FlowApiError,
     FlowClient,
+    FlowPage,
     InsufficientScope,
     NotFound,
     RateLimited,
@@ -19,14 +22,12 @@ from ..flowapi import (
     ValidationFailed,
 )
 from ..forms import ConfirmForm, CreateFlowForm
+from ..listing import DEFAULT_LIMIT, FLOW_ID, ListQuery, navigate, parse_list_query
 from ..security import role_required
 from ..submissions import SubmissionInProgress, claim_submission, forget_submission, settle_submission
 from ..webhooks.store import events_for_flow
 
 bp = Blueprint("flows", __name__, url_prefix="/flows")
-
-PAGE_SIZES = (10, 25, 50, 100)
-FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
 def flow_client() -> FlowClient:
@@ -37,80 +38,45 @@ def settings():
     return current_app.extensions["portal.settings"]
 
 
-@dataclass(frozen=True)
-class ListQuery:
-    """The list's state, all of it in the query string."""
-
-    limit: int = 10
-    archived: bool = False
-    after: str | None = None
-    before: str | None = None
-
-    def url(self, **changes) -> str:
-        values = {"limit": self.limit, "archived": self.archived, "after": None, "before": None} | changes
-        args = {
-            "limit": values["limit"] if values["limit"] != 10 else None,
-            "archived": "true" if values["archived"] else None,
-            "after": values["after"],
-            "before": values["before"],
-        }
-        return url_for("flows.index", **{key: value for key, value in args.items() if value})
-
-
-def _parse_list_query(args) -> tuple[ListQuery, list[str]]:
-    """The query, with every unusable parameter dropped and a message saying so."""
-    problems = []
-    limit = args.get("limit", "10")
-    if limit not in {str(size) for size in PAGE_SIZES}:
-        problems.append(_("Page size must be one of %(sizes)s; showing 10.", sizes=", ".join(map(str, PAGE_SIZES))))
-        limit = "10"
-    archived = args.get("archived", "false").lower()
-    if archived not in ("true", "false"):
-        problems.append(_("The archived filter is true or false; showing current flows."))
-        archived = "false"
-    after, before = args.get("after") or None, args.get("before") or None
-    if any(cursor and not FLOW_ID.fullmatch(cursor) for cursor in (after, before)) or (after and before):
-        problems.append(_("That page position is not valid; showing the first page."))
-        after = before = None
-    return ListQuery(int(limit), archived == "true", after, before), problems
-
-
 @bp.get("")
 def index():
-    """The flow list, newest first, paged with the service's cursors."""
-    query, problems = _parse_list_query(request.args)
+    """The flow list, newest first, paged the way the service allows, never in a loop."""
+    query, problems = parse_list_query(request.args)
     if problems:
         for problem in problems:
             flash(problem, "warning")
-        return redirect(query.url(after=query.after, before=query.before))
+        return redirect(query.url(after=query.after, before=query.before, at=query.at))
     try:
-        page = flow_client().list_flows(query.limit, query.archived, query.after, query.before)
+        query, page, notices = _fetch_page(query)
     except ValidationFailed:
+        if not query.positioned:
+            raise  # the first page itself was refused: say so, never redirect to it again
         flash(_("That page position no longer exists; showing the first page."), "warning")
         return redirect(query.url())
-    if query.before and not page.has_more:
+    if query.before and page.has_more is False:
         # Back at the newest flows: show the first page whole, not the short remainder.
         return redirect(query.url())
-    return render_template(
-        "flows/index.html",
-        page=page,
-        query=query,
-        previous_url=_previous_url(query, page),
-        next_url=_next_url(query, page),
+    nav = navigate(query, page)
+    return render_template("flows/index.html", page=page, query=query, nav=nav, notices=notices + nav.notices)
+
+
+def _fetch_page(query: ListQuery) -> tuple[ListQuery, FlowPage, list[str]]:
+    """The page asked for; if the service refuses the page size, the default size once, said plainly."""
+    try:
+        return query, _list_page(query), []
+    except ValidationFailed as error:
+        if query.positioned or query.limit == DEFAULT_LIMIT:
+            raise
+        refused = _("The Flow Service refused %(limit)d flows per page, so 10 are shown.", limit=query.limit)
+        reason = _(" It said: %(reason)s", reason=error.reason) if error.reason else ""
+        fallback = replace(query, limit=DEFAULT_LIMIT)
+        return fallback, _list_page(fallback), [refused + reason]
+
+
+def _list_page(query: ListQuery) -> FlowPage:
+    return flow_client().list_flows(
+        query.limit, query.archived, query.after, query.before, position=dict(query.at) or None
     )
-
-
-def _previous_url(query: ListQuery, page) -> str | None:
-    if query.after or (query.before and page.has_more):
-        return query.url(before=page.first_id or query.after)
-    return None
-
-
-def _next_url(query: ListQuery, page) -> str | None:
-    moving_back = bool(query.before)
-    if (moving_back or page.has_more) and page.last_id:
-        return query.url(after=page.last_id)
-    return None
 
 
 def _valid_flow_id(flow_id: str) -> str:
@@ -195,13 +161,28 @@ def _create(form: CreateFlowForm):
         return redirect(url_for("flows.detail", flow_id=earlier))
     try:
         created = _send(form)
-    except ValidationFailed as error:
+    except (ValidationFailed, Conflict) as error:
         forget_submission(form.submission.data)
         _attach_upstream_errors(form, error)
-        return render_template("flows/new.html", form=form), 422
+        return render_template("flows/new.html", form=form), 409 if isinstance(error, Conflict) else 422
     except FlowApiError as error:
-        return _unconfirmed(form, error)
-    settle_submission(form.submission.data, created.flow_id, created.reference_id)
+        return _not_confirmed(form, error)
+    return _created(form.submission.data, created)
+
+
+def _created(token: str, created):
+    """Settle the form's token and show the new flow (or the list, if the service named no id)."""
+    if not created.flow_id:
+        # Accepted (2xx) without an id: created, so the token stays claimed and a resend cannot repeat it.
+        flash(
+            _(
+                "The Flow Service accepted the flow %(reference)s but did not say its id: find it in the flow list.",
+                reference=created.reference_id or "",
+            ),
+            "success",
+        )
+        return redirect(url_for("flows.index"))
+    settle_submission(token, created.flow_id, created.reference_id)
     flash(_("Flow %(reference)s was created.", reference=created.reference_id or created.flow_id), "success")
     return redirect(url_for("flows.detail", flow_id=created.flow_id))
 
@@ -215,11 +196,19 @@ def _send(form: CreateFlowForm):
     )
 
 
-def _unconfirmed(form: CreateFlowForm, error: FlowApiError):
-    """A failed create: re-raise if it surely created nothing, else keep the token and say so."""
+def _not_confirmed(form: CreateFlowForm, error: FlowApiError):
+    """A failed create, with the form kept: "not created" when that is sure, else "may have been"."""
     if _surely_not_created(error):
         forget_submission(form.submission.data)
-        raise error
+        flash(
+            _(
+                "The flow was not created: %(problem)s You can send the form again.%(support)s",
+                problem=error.reason or error.summary,
+                support=_(" (for support: %(code)s)", code=error.support_code) if error.support_code else "",
+            ),
+            "danger",
+        )
+        return render_template("flows/new.html", form=form), upstream_status(error)
     # The service may have created the flow and failed to answer: keeping the token means
     # sending this form again cannot create a second one.
     flash(
@@ -234,27 +223,30 @@ def _unconfirmed(form: CreateFlowForm, error: FlowApiError):
 
 def _surely_not_created(error: FlowApiError) -> bool:
     """True when the request cannot have reached the service, or the service said no."""
-    refused = isinstance(error, (Unauthorized, InsufficientScope, RateLimited, NotFound))
-    return refused or error.code in ("unreachable", "connect_timeout", "tls", "token_unreachable")
+    refused = (Unauthorized, InsufficientScope, RateLimited, NotFound, EndpointNotFound, Conflict)
+    never_sent = error.code in ("unreachable", "connect_timeout", "tls")
+    return not error.reached_api or never_sent or isinstance(error, refused)
 
 
+# The service's field names, lower case without separators ("lastName", "last_name", "lastname").
 UPSTREAM_FIELDS = {
-    "nationalId": "national_id",
-    "lastName": "last_name",
-    "redirectUrl": "redirect_url",
-    "webhookUrl": "webhook_url",
+    "nationalid": "national_id",
+    "lastname": "last_name",
+    "redirecturl": "redirect_url",
+    "webhookurl": "webhook_url",
 }
 
 
-def _attach_upstream_errors(form: CreateFlowForm, error: ValidationFailed) -> None:
+def _attach_upstream_errors(form: CreateFlowForm, error: ValidationFailed | Conflict) -> None:
     """Put each of the service's field errors under the field it is about."""
     unplaced = []
     for detail in error.details:
-        field = getattr(form, UPSTREAM_FIELDS.get(detail.field, ""), None)
+        name = UPSTREAM_FIELDS.get(detail.field.replace("_", "").replace("-", "").lower(), "")
+        field = getattr(form, name, None)
         if field is not None:
             field.errors = [*field.errors, _("The Flow Service says: %(message)s", message=detail.message)]
         else:
             unplaced.append(detail.message)
     if unplaced or not error.details:
-        reasons = "; ".join(unplaced) or str(error)
+        reasons = "; ".join(unplaced) or error.reason or error.summary
         flash(_("The Flow Service did not accept the flow: %(reasons)s", reasons=reasons), "danger")

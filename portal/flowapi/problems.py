@@ -1,0 +1,87 @@
+"""What an error answer of the Flow Service says, whatever style it is written in.
+
+DESIGN's `{"error", "message", "details": [{"field", "message"}]}`, RFC 7807 problem+json
+(`title`, `detail`, `invalid-params: [{"name", "reason"}]`), an `errors: [...]` array (with
+`field` or a JSON:API `source.pointer`), `error_description`, or plain text.
+"""
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import FieldError
+from .text import safe_reason
+
+_CODE = re.compile(r"[A-Za-z0-9_.:-]{1,60}")
+MAX_DETAILS = 20
+FIELD_KEYS = ("field", "name", "propertyPath")
+
+
+@dataclass(frozen=True)
+class Problem:
+    code: str
+    reason: str | None
+    details: list[FieldError] = field(default_factory=list)
+
+
+def read_problem(status: int, body: Any, text: str = "", request_id: str | None = None) -> Problem:
+    """The error code, the service's reason and its per-field complaints, each cleaned."""
+    if not isinstance(body, dict):
+        return Problem(f"http_{status}", _plain_text(text, request_id))
+    details = _details(body, request_id)
+    return Problem(_code(body, status), _reason(body, details, request_id), details)
+
+
+def _plain_text(text: str, request_id: str | None) -> str | None:
+    text = text.strip()
+    return safe_reason(text, request_id=request_id) if 0 < len(text) <= 1000 else None
+
+
+def _code(body: dict, status: int) -> str:
+    errors = body.get("errors")
+    first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
+    problem_type = body.get("type") if isinstance(body.get("type"), str) else ""
+    for candidate in (body.get("error"), body.get("code"), first.get("code"), problem_type.rstrip("/").rsplit("/")[-1]):
+        if isinstance(candidate, str) and _CODE.fullmatch(candidate) and candidate != "about:blank":
+            return candidate
+    return f"http_{status}"
+
+
+def _first_reason(source: dict, names: tuple[str, ...], request_id: str | None) -> str | None:
+    for name in names:
+        reason = safe_reason(source.get(name), request_id=request_id)
+        if reason:
+            return reason
+    return None
+
+
+def _reason(body: dict, details: list[FieldError], request_id: str | None) -> str | None:
+    reason = _first_reason(body, ("detail", "message", "error_description", "title"), request_id)
+    if reason:
+        return reason
+    general = [detail.message for detail in details if not detail.field]
+    # With no general words, the per-field complaints are the service's whole reason.
+    return "; ".join(general or [f"{d.field}: {d.message}" for d in details]) or None
+
+
+def _details(body: dict, request_id: str | None) -> list[FieldError]:
+    items = []
+    for key in ("details", "invalid-params", "invalid_params", "errors", "violations"):
+        value = body.get(key)
+        if isinstance(value, list):
+            items.extend(item for item in value if isinstance(item, dict))
+    found = []
+    for item in items[:MAX_DETAILS]:
+        message = _first_reason(item, ("message", "reason", "detail", "title"), request_id)
+        if message:
+            found.append(FieldError(_field_name(item), message))
+    return found
+
+
+def _field_name(item: dict) -> str:
+    source = item.get("source") if isinstance(item.get("source"), dict) else {}
+    for candidate in (*(item.get(key) for key in FIELD_KEYS), source.get("pointer"), source.get("parameter")):
+        if isinstance(candidate, str) and candidate:
+            # "/data/attributes/lastName", "body.lastName", "lastName" all name lastName
+            return re.split(r"[/.]", candidate.strip("/"))[-1][:60]
+    return ""

@@ -1,0 +1,40 @@
+"""Upstream text made safe for logs and pages: no national ids, no internals, bounded length."""
+
+import logging
+import re
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MAX_REASON = 300
+# Long digit runs in upstream text may be national ids; never let them reach a log or a page.
+_ID_LIKE = re.compile(r"\d{6}[\s+\-A-Za-z]?\d{3,6}[0-9A-Za-z]?")
+# What an exception, a stack trace or a server's own error page looks like. Staff must never see
+# these: they say nothing a person can act on and may leak how the service is built.
+_INTERNALS = re.compile(
+    r"Traceback \(most recent call last\)|\n\s*at [\w$.<>]+\(|\.(java|kt|scala|py|cs|go|rb|js):\d+"
+    r"|\b(java|javax|jakarta|org\.springframework|com\.fasterxml|System)\.[\w.]+(Exception|Error)\b"
+    r"|\b\w+(Exception|Error): |\bNullPointer|\bSQLSTATE\b|<html|<!doctype",
+    re.IGNORECASE,
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
+
+
+def redact(text: Any) -> str:
+    return _ID_LIKE.sub("•••", text) if isinstance(text, str) else ""
+
+
+def looks_internal(text: str) -> bool:
+    return bool(_INTERNALS.search(text))
+
+
+def safe_reason(text: Any, *, request_id: str | None = None) -> str | None:
+    """Upstream words fit to show staff, or None; internals are logged (redacted) instead."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    cleaned = redact(_CONTROL.sub("", text)).strip()
+    if looks_internal(cleaned):
+        log.warning("flowapi: upstream text withheld from staff (request %s): %.500r", request_id, cleaned)
+        return None
+    cleaned = " ".join(cleaned.split())
+    return cleaned if len(cleaned) <= MAX_REASON else cleaned[: MAX_REASON - 1] + "…"

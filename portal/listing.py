@@ -1,0 +1,192 @@
+"""The flow list's state in the query string, and the safe way from one page to the next.
+
+The service's paging is only partly specified, so the portal trusts none of it blindly: it
+follows a continuation the service names, falls back to DESIGN's cursors, offers Next when it
+cannot know better, and stops with a notice rather than loop when the service ignores the
+position it was given.
+"""
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, urlencode
+
+from flask import url_for
+from flask_babel import gettext as _
+from flask_babel import ngettext
+
+from .flowapi import FlowPage
+
+PAGE_SIZES = (10, 25, 50, 100)
+DEFAULT_LIMIT = 10
+FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+_SEEN = re.compile(r"[0-9a-f]{16}")
+_PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_.\[\]-]{0,40}")
+MAX_POSITION_VALUE, MAX_POSITION_PARAMS = 512, 4
+RESERVED = ("limit", "archived")
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """Everything that says which page of which list: limit, tab, and where in the list."""
+
+    limit: int = DEFAULT_LIMIT
+    archived: bool = False
+    after: str | None = None  # DESIGN's cursors: the page after / before this flow id
+    before: str | None = None
+    at: tuple[tuple[str, str], ...] = ()  # a position the service named itself (its next link's parameters)
+    seen: str | None = None  # fingerprint of the first row of the page we came from, to notice a loop
+
+    @property
+    def positioned(self) -> bool:
+        return bool(self.after or self.before or self.at)
+
+    def url(self, **changes) -> str:
+        values = {"limit": self.limit, "archived": self.archived, "after": None, "before": None, "at": ()} | changes
+        args = {
+            "limit": values["limit"] if values["limit"] != DEFAULT_LIMIT else None,
+            "archived": "true" if values["archived"] else None,
+            "after": values["after"],
+            "before": values["before"],
+            "at": urlencode(values["at"]) or None,
+            "seen": values.get("seen"),
+        }
+        return url_for("flows.index", **{key: value for key, value in args.items() if value})
+
+
+def parse_list_query(args) -> tuple[ListQuery, list[str]]:
+    """The query, with every unusable parameter dropped and a message saying so."""
+    problems = []
+    limit = args.get("limit", str(DEFAULT_LIMIT))
+    if limit not in {str(size) for size in PAGE_SIZES}:
+        sizes = ", ".join(map(str, PAGE_SIZES))
+        problems.append(_("Page size must be one of %(sizes)s; showing 10.", sizes=sizes))
+        limit = str(DEFAULT_LIMIT)
+    archived = args.get("archived", "false").lower()
+    if archived not in ("true", "false"):
+        problems.append(_("The archived filter is true or false; showing current flows."))
+        archived = "false"
+    after, before, at = args.get("after") or None, args.get("before") or None, _position(args.get("at"))
+    cursors_ok = all(cursor is None or FLOW_ID.fullmatch(cursor) for cursor in (after, before))
+    if not cursors_ok or at is None or len([given for given in (after, before, at) if given]) > 1:
+        problems.append(_("That page position is not valid; showing the first page."))
+        after = before = None
+        at = ()
+    seen = args.get("seen") if _SEEN.fullmatch(args.get("seen", "")) else None
+    return ListQuery(int(limit), archived == "true", after, before, at, seen), problems
+
+
+def _position(raw: str | None) -> tuple[tuple[str, str], ...] | None:
+    """The `at` parameter as pairs; None when it is malformed."""
+    if not raw:
+        return ()
+    pairs = parse_qsl(raw, keep_blank_values=True)
+    usable = all(
+        _PARAMETER.fullmatch(key) and key not in RESERVED and len(value) <= MAX_POSITION_VALUE and value.isprintable()
+        for key, value in pairs
+    )
+    return tuple(pairs) if pairs and usable and len(pairs) <= MAX_POSITION_PARAMS else None
+
+
+def fingerprint(page: FlowPage) -> str | None:
+    """A short hash of the page's first row; None when rows carry nothing to tell them apart."""
+    if not page.items or not page.items[0].raw:
+        return None
+    first = json.dumps(page.items[0].raw, sort_keys=True, default=str)
+    return hashlib.sha256(first.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+@dataclass
+class Navigation:
+    """Where the page's Previous, Next and Newest links go, and what the person must be told."""
+
+    previous_url: str | None = None
+    next_url: str | None = None
+    newest_url: str | None = None
+    notices: list[str] = field(default_factory=list)
+
+
+def navigate(query: ListQuery, page: FlowPage) -> Navigation:
+    """The links around `page`, never one that would show the same page again."""
+    nav = Navigation(notices=_content_notices(query, page))
+    if _repeats_previous_page(query, page):
+        nav.notices.append(
+            _(
+                "The Flow Service sent the previous page again instead of the next one: it ignores the page "
+                "position the portal gave it. No further pages can be shown; go back to the newest flows."
+            )
+        )
+        nav.newest_url = query.url()
+        return nav
+    nav.next_url = _next_url(query, page, nav.notices)
+    if query.at:
+        nav.newest_url = query.url()
+    elif query.after or (query.before and page.has_more is not False):
+        nav.previous_url = query.url(before=page.first_id or query.after)
+    return nav
+
+
+def _repeats_previous_page(query: ListQuery, page: FlowPage) -> bool:
+    ids = {item.id for item in page.items if item.id}
+    return bool(query.after and query.after in ids) or bool(query.seen and query.seen == fingerprint(page))
+
+
+def _next_url(query: ListQuery, page: FlowPage, notices: list[str]) -> str | None:
+    seen = fingerprint(page)
+    if query.before and page.last_id:
+        return query.url(after=page.last_id, seen=seen)  # moving back: the later pages are known to exist
+    more = page.has_more
+    if more is None and (page.next_position or len(page.items) >= query.limit):
+        notices.append(
+            _("The Flow Service did not say whether more flows follow; Next is offered because this page is full.")
+        )
+        more = True
+    if not more:
+        return None
+    if page.next_position:
+        position = tuple(page.next_position.items())
+        if position == query.at:
+            notices.append(_("The Flow Service named this same page as the next one; no further pages can be shown."))
+            return None
+        return query.url(at=position, seen=seen)
+    if page.last_id:
+        return query.url(after=page.last_id, seen=seen)
+    notices.append(
+        _("The Flow Service says more flows exist but gives no way to ask for them (no ids and no next link).")
+    )
+    return None
+
+
+def _content_notices(query: ListQuery, page: FlowPage) -> list[str]:
+    notices = []
+    blank = sum(1 for item in page.items if not item.has_details)
+    without_id = page.items_without_id - blank
+    if blank:
+        notices.append(
+            ngettext(
+                "The Flow Service lists %(num)d flow without any details (as its specification shows), "
+                "so it cannot be shown or opened here.",
+                "The Flow Service lists %(num)d flows without any details (as its specification shows), "
+                "so they cannot be shown or opened here.",
+                blank,
+            )
+        )
+    if without_id:
+        notices.append(
+            ngettext(
+                "The Flow Service sent %(num)d flow without an id, so it cannot be opened from here.",
+                "The Flow Service sent %(num)d flows without an id, so they cannot be opened from here.",
+                without_id,
+            )
+        )
+    archived = sum(1 for item in page.items if item.raw.get("archived") is True)
+    if archived and not query.archived:
+        notices.append(
+            ngettext(
+                "The Flow Service included %(num)d archived flow in the current list.",
+                "The Flow Service included %(num)d archived flows in the current list.",
+                archived,
+            )
+        )
+    return notices

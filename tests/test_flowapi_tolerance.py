@@ -1,0 +1,201 @@
+"""The parsing edge of the Flow API client: what a service that reads the spec differently may send."""
+
+from datetime import datetime, timezone
+
+import pytest
+
+from portal.flowapi.models import CreatedFlow, FlowDetail, FlowPage, parse_timestamp, read_flag
+from portal.flowapi.problems import read_problem
+from portal.flowapi.text import safe_reason
+from portal.flowapi.transport import retry_after_seconds
+
+MOMENT = datetime(2026, 11, 22, 12, 5, 0, 123000, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-11-22T12:05:00.123Z",
+        "2026-11-22T13:05:00.123+01:00",
+        "2026-11-22T12:05:00.123z",
+        1795349100.123,
+        1795349100123,
+        "1795349100123",
+    ],
+)
+def test_timestamps_in_every_style_read_as_the_same_moment(value):
+    assert parse_timestamp(value) == MOMENT
+
+
+@pytest.mark.parametrize(
+    "value", ["9999-12-31T23:59:59-23:59", "not a date", "", None, True, float("nan"), -5, 10**30, [1], "1e400"]
+)
+def test_unreadable_or_out_of_range_timestamps_are_none_never_an_error(value):
+    assert parse_timestamp(value) is None
+
+
+def test_the_last_moment_of_the_calendar_is_still_a_moment():
+    assert parse_timestamp("9999-12-31T23:59:59Z").year == 9999
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(True, True), ("true", True), ("False", False), (1, True), (0, False), ("yes", None), (None, None), (2, None)],
+)
+def test_flags(value, expected):
+    assert read_flag(value) is expected
+
+
+def test_a_quirky_retrieve_response_is_read_whole():
+    detail = FlowDetail.from_json(
+        {
+            "flow": {
+                "flowId": "f-1",
+                "flowNumber": "42",
+                "version": "3",
+                "createdAt": 1795349100,
+                "updatedAt": "9999-12-31T23:59:59-23:59",
+                "incidents": [{"message": "webhook failed", "taskType": "send-initiate-webhook"}, "plain words"],
+                "hasIncidents": "true",
+            }
+        }
+    )
+    assert detail.flow_number == 42 and detail.version == 3 and detail.has_incidents is True
+    assert detail.created_at == datetime(2026, 11, 22, 12, 5, tzinfo=timezone.utc) and detail.created_unread is None
+    assert detail.updated_at is None and detail.updated_unread == "9999-12-31T23:59:59-23:59", "kept to show as sent"
+    assert [incident.message for incident in detail.incidents] == ["webhook failed", "plain words"]
+    assert [incident.id for incident in detail.incidents] == ["1", "2"]
+
+
+def test_a_bare_flow_object_is_read_as_the_flow():
+    assert FlowDetail.from_json({"flowId": "f-2", "referenceId": 7}).reference_id == "7"
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        ({"next": "/api/flows?cursor=abc&limit=10"}, {"cursor": "abc"}),
+        ({"next": "https://elsewhere.example/api/flows?page=3&archived=false"}, {"page": "3"}),
+        ({"_links": {"next": {"href": "/api/flows?starting_after=x9"}}}, {"starting_after": "x9"}),
+        ({"links": {"next": "/api/flows?offset=20"}}, {"offset": "20"}),
+        ({"next_cursor": "tok"}, {"cursor": "tok"}),
+        ({"nextPageToken": "p2"}, {"pageToken": "p2"}),
+        ({"next": "opaque-token"}, {"cursor": "opaque-token"}),
+        ({"offset": 10, "total": 25}, {"offset": "12"}),
+        ({"offset": 10, "total": 12}, None),
+        ({}, None),
+    ],
+)
+def test_the_service_may_name_its_next_page(payload, expected):
+    page = FlowPage.from_json({"data": [{"id": "a"}, {"id": "b"}]} | payload)
+    assert page.next_position == expected
+
+
+@pytest.mark.parametrize(("has_more", "expected"), [(True, True), ("true", True), ("false", False), ("maybe", None)])
+def test_has_more_is_read_or_unknown(has_more, expected):
+    assert FlowPage.from_json({"data": [], "has_more": has_more}).has_more is expected
+
+
+def test_an_explicit_null_next_link_means_no_more():
+    assert FlowPage.from_json({"data": [{"id": "a"}], "next": None}).has_more is False
+
+
+def test_list_items_under_another_key_and_ids_of_other_shapes():
+    page = FlowPage.from_json({"items": [{"flowId": 17}, {"id": "../etc"}, {}]})
+    assert [item.id for item in page.items] == ["17", None, None]
+    assert page.items_without_id == 2 and [item.has_details for item in page.items] == [True, True, False]
+
+
+@pytest.mark.parametrize(
+    ("payload", "headers", "expected"),
+    [
+        ({"flowId": "f-1", "referenceId": "LA-1"}, {}, "f-1"),
+        (None, {"Location": "/api/flows/f-2"}, "f-2"),
+        (None, {"Location": "https://flow.example/api/flows/f-3/"}, "f-3"),
+        ({"_links": {"self": {"href": "/api/flows/f-4"}}}, {}, "f-4"),
+        ({"_links": {"self": "/api/flows/f-5"}}, {}, "f-5"),
+        ({"flow": {"flowId": "f-6"}}, {}, "f-6"),
+        ({}, {"Location": "/api/flows/<script>"}, None),
+        ({}, {}, None),
+    ],
+)
+def test_a_created_flow_id_from_the_body_a_link_or_location(payload, headers, expected):
+    assert CreatedFlow.from_reply(payload, headers).flow_id == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "reason", "details"),
+    [
+        (
+            {"error": "validation_error", "message": "bad", "details": [{"field": "lastName", "message": "empty"}]},
+            "validation_error",
+            "bad",
+            [("lastName", "empty")],
+        ),
+        (
+            {
+                "type": "https://flow.example/problems/invalid-input",
+                "title": "Invalid input",
+                "detail": "limit must be at most 10",
+                "invalid-params": [{"name": "limit", "reason": "too large"}],
+            },
+            "invalid-input",
+            "limit must be at most 10",
+            [("limit", "too large")],
+        ),
+        (
+            {"errors": [{"code": "E12", "detail": "required", "source": {"pointer": "/data/attributes/lastName"}}]},
+            "E12",
+            "lastName: required",  # no general words: the field complaints are the reason
+            [("lastName", "required")],
+        ),
+        ({"errors": [{"message": "A flow for this person is in progress"}]}, "http_409", None, None),
+        ({"error": "Bad Request", "message": "nope"}, "http_409", "nope", []),
+    ],
+)
+def test_error_bodies_in_every_style(body, code, reason, details):
+    problem = read_problem(409, body)
+    assert problem.code == code
+    if details is None:  # a complaint about no field is the reason itself
+        assert problem.reason == "A flow for this person is in progress"
+    else:
+        assert problem.reason == reason
+        assert [(detail.field, detail.message) for detail in problem.details] == details
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "java.lang.IllegalArgumentException: limit must be <= 10\n\tat com.flow.api.FlowController.list(Flow.java:88)",
+        "NullPointerException",
+        'Traceback (most recent call last):\n  File "app.py", line 3',
+        "<!DOCTYPE html><html><body>Whitelabel Error Page</body></html>",
+        "ERROR: duplicate key value violates unique constraint (SQLSTATE 23505)",
+    ],
+)
+def test_upstream_internals_are_never_shown(text, caplog):
+    assert safe_reason(text) is None
+    assert read_problem(500, {"message": text}).reason is None
+    assert read_problem(500, None, text).reason is None
+    assert "withheld" in caplog.text, "logged for the operator instead"
+
+
+def test_upstream_reasons_lose_national_ids_control_characters_and_length():
+    reason = safe_reason("Person 15108695088 already\x00 has a flow " + "x" * 400)
+    assert "15108695088" not in reason and "\x00" not in reason and len(reason) == 300
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("3", 3.0), ("0.5", 0.5), ("²", None), ("٣", None), ("-1", None), ("", None), ("1e9", None), ("99999999", None)],
+)
+def test_retry_after_reads_only_ascii_seconds(value, expected):
+    assert retry_after_seconds(value) == expected
+
+
+def test_retry_after_as_an_http_date():
+    assert (
+        retry_after_seconds("Sun, 22 Nov 2026 12:00:30 GMT", now=MOMENT.replace(minute=0, microsecond=0).timestamp())
+        == 30
+    )
+    assert retry_after_seconds("Sun, 22 Nov 2026 12:00:30", now=0) is None, "a date without a zone is unreadable"

@@ -1,0 +1,412 @@
+"""The flow pages against an independently written Flow Service (tests/altservice.py), switch by switch.
+
+Whatever the service chooses where the spec is silent, the pages never loop, never hide flows without
+a word, never answer 500 and never show the service's internals.
+"""
+
+import math
+import re
+import uuid
+from datetime import UTC, datetime
+from html import unescape
+
+import pytest
+from altservice import (
+    CONFLICT_REASON,
+    LAST_NAME_REASON,
+    SCOPE_REFUSAL,
+    SECRET_REFUSAL,
+    AltOptions,
+    AltService,
+    create_alt_service,
+)
+from support import create_form, form_data
+
+REDIRECTS = (301, 302, 303, 307, 308)
+MAX_HOPS = 3
+FLOW_ROW = re.compile(r'<tr[^>]*\bdata-flow-id="([^"]+)"')
+NEXT_LINK = re.compile(r'<a\b[^>]*\brel="next"[^>]*>')
+HREF = re.compile(r'\bhref="([^"]*)"')
+NOTICE = 'data-testid="list-notice"'
+REFERENCE = re.compile(r"\bAL-(\d+)\b")
+TIME = re.compile(r'<time\b[^>]*\bdatetime="([^"]+)"')
+INTERNALS = ("java.lang", "\tat ", ".java:")
+READABLE_STYLES = ("design", "problem", "errors_array")
+STYLES = (*READABLE_STYLES, "java", "text")
+LIMIT_REASON = "limit must be between 1 and 5"
+
+
+# -- fixtures and helpers ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def alt(serve) -> AltService:
+    """A fresh alternative service (23 current, 4 archived flows); flip switches with `alt.set(...)`."""
+    app = create_alt_service(AltOptions())
+    service = app.extensions["alt"]
+    service.url = serve(app)
+    return service
+
+
+@pytest.fixture
+def sandbox(alt):
+    """Overrides conftest's: `make_app` needs a default service, and here it is the alternative one."""
+    return alt
+
+
+@pytest.fixture
+def app(make_app, alt):
+    """The portal against the alternative service (overrides conftest's `app`, so `signed_in` uses it)."""
+    return make_app(
+        sandbox_url=alt.url,
+        FLOW_REALM="alt",
+        FLOW_CLIENT_ID="alt-client",
+        FLOW_CLIENT_SECRET="alt-secret",
+        WTF_CSRF_ENABLED=False,
+    )
+
+
+@pytest.fixture
+def staff(signed_in):
+    return signed_in("operator")
+
+
+class RedirectLoop(AssertionError):
+    pass
+
+
+def get(client, url: str):
+    """GET `url`, following at most three redirects; a longer chain fails the test."""
+    page, chain = client.get(url), [url]
+    while page.status_code in REDIRECTS:
+        chain.append(page.headers["Location"])
+        if len(chain) > MAX_HOPS + 1:
+            raise RedirectLoop(f"more than {MAX_HOPS} redirects: {' -> '.join(chain)}")
+        page = client.get(chain[-1])
+    return page
+
+
+def next_href(page) -> str | None:
+    link = NEXT_LINK.search(page.text)
+    return unescape(HREF.search(link[0])[1]) if link and HREF.search(link[0]) else None
+
+
+def internals(page) -> list[str]:
+    return [marker for marker in INTERNALS if marker in page.text]
+
+
+def assert_sound(page, allowed=()):
+    """Not a 500 (502/503/504 are honest about an upstream), and nothing of the service's insides."""
+    assert page.status_code < 500 or page.status_code in (502, 503, 504, *allowed), page.status_code
+    assert not internals(page), f"upstream internals shown: {internals(page)}"
+
+
+def walk(client, start: str, cap: int) -> dict:
+    """Follow Next from `start` for at most `cap` pages; what was seen on the way."""
+    seen = {"ids": [], "notices": 0, "pages": 0, "problems": [], "numbers": set(), "looped": False}
+    url = start
+    while url:
+        if seen["pages"] == cap:
+            seen["looped"] = True
+            seen["problems"].append(f"Next still offered after {cap} pages (at {url})")
+            break
+        try:
+            page = get(client, url)
+        except RedirectLoop as loop:
+            seen["problems"].append(str(loop))
+            break
+        seen["pages"] += 1
+        if page.status_code >= 500:
+            seen["problems"].append(f"{url} answered {page.status_code}")
+        if internals(page):
+            seen["problems"].append(f"{url} shows upstream internals {internals(page)}")
+        seen["ids"] += FLOW_ROW.findall(page.text)
+        seen["notices"] += page.text.count(NOTICE)
+        seen["numbers"] |= {int(number) for number in REFERENCE.findall(page.text)}
+        url = next_href(page)
+    return seen
+
+
+def walk_cap(alt: AltService) -> int:
+    return 2 * math.ceil(alt.options.current / 10) + 3
+
+
+def exactly_once(seen_ids: list[str], expected: list[str]) -> str | None:
+    """None when each expected id was seen once and nothing else; else what went wrong."""
+    duplicates = sorted({flow_id for flow_id in seen_ids if seen_ids.count(flow_id) > 1})
+    missing, extra = set(expected) - set(seen_ids), set(seen_ids) - set(expected)
+    if not (duplicates or missing or extra):
+        return None
+    return f"{len(missing)} missing, {len(extra)} unexpected, {len(duplicates)} shown twice"
+
+
+def archived_numbers(alt: AltService) -> set[int]:
+    return {flow.number for flow in alt.flows if flow.archived}
+
+
+def check_combination(client, alt: AltService) -> list[str]:
+    """Walk both tabs under the service's current switches; every broken promise, in words."""
+    options, problems = alt.options, []
+    calls_before = alt.counts["list"]
+    current = walk(client, "/flows", walk_cap(alt))
+    problems += current["problems"]
+    calls = alt.counts["list"] - calls_before
+    if calls > 2 * current["pages"]:
+        problems.append(f"{calls} list calls for {current['pages']} pages")
+    leaked = current["numbers"] & archived_numbers(alt) or set(current["ids"]) & set(alt.archived_ids())
+    if leaked:
+        problems.append(f"Current tab shows archived flows {sorted(leaked)}")
+    if options.items == "full":
+        wrong = exactly_once(current["ids"], alt.current_ids())
+        first_page = set(alt.current_ids()[:10])
+        if options.paging != "ignore_cursor" and wrong:
+            problems.append(f"Current flows not each reachable once ({wrong}; {current['pages']} pages)")
+        elif options.paging == "ignore_cursor" and wrong and not current["notices"]:
+            problems.append(f"service ignores the cursor, walk {wrong}, and no list-notice says so")
+        if not first_page <= set(current["ids"]):
+            problems.append("the first page's flows are not all listed")
+    else:
+        if current["ids"]:
+            problems.append(f"rows link flows although the service gave no ids: {current['ids'][:3]}")
+        if not current["notices"]:
+            problems.append(f"list items are {options.items!r} and no list-notice says why nothing links")
+    archived = walk(client, "/flows?archived=true", walk_cap(alt))
+    problems += [f"archived tab: {problem}" for problem in archived["problems"]]
+    if options.items == "full":
+        wrong = exactly_once(archived["ids"], alt.archived_ids())
+        if wrong:
+            problems.append(f"archived tab does not list exactly the archived flows ({wrong})")
+    return problems
+
+
+# -- the list, every paging choice -------------------------------------------------------------
+
+PAGINGS = ("cursor", "ignore_cursor", "next_cursor", "next_link", "links_next", "offset")
+HAS_MORE = ("bool", "missing", "string")
+SHAPES = [(items, default) for items in ("full", "no_id", "empty") for default in ("current", "all")]
+
+
+@pytest.mark.parametrize("paging", PAGINGS, ids=[f"paging={value}" for value in PAGINGS])
+def test_list_walk_reaches_every_flow_once_or_says_why(staff, alt, paging):
+    """Each has_more style, item shape and archived default in turn (switches flipped, one portal):
+    no loop, no 500, no archived flow in Current, every flow once or a notice saying why not."""
+    broken = []
+    for has_more in HAS_MORE:
+        for items, archived_default in SHAPES:
+            alt.set(paging=paging, has_more=has_more, items=items, archived_default=archived_default)
+            combination = f"has_more={has_more} items={items} archived_default={archived_default}"
+            broken += [f"{combination}: {problem}" for problem in check_combination(staff, alt)]
+    assert not broken, "\n".join(broken)
+
+
+def test_current_tab_asks_for_unarchived_flows_explicitly(staff, alt):
+    """A service that lists everything when `archived` is absent must still give Current only current flows."""
+    alt.set(archived_default="all", items="empty")
+    assert_sound(get(staff, "/flows"))
+    asked = alt.asked("list")
+    assert asked and all(seen.args.get("archived", "").lower() == "false" for seen in asked), [s.args for s in asked]
+
+
+def test_stale_position_leads_back_to_a_page_once(staff, alt):
+    """The flow a Next link starts after is gone (archived meanwhile): one redirect at most, then flows."""
+    second = next_href(get(staff, "/flows"))
+    assert second, "a full first page offers Next"
+    with alt.lock:
+        alt.find(alt.current_ids()[9]).archived = True
+    calls = alt.counts["list"]
+    page = get(staff, second)
+    assert_sound(page)
+    assert page.status_code == 200
+    assert FLOW_ROW.findall(page.text), "flows are shown, not an error"
+    assert alt.counts["list"] - calls <= 3
+
+
+# -- a refused page size -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_refused_page_size_falls_back_to_ten_once(staff, alt, style):
+    alt.set(max_limit=10, error_style=style)
+    page = get(staff, "/flows?limit=25")
+    assert_sound(page)
+    assert FLOW_ROW.findall(page.text) == alt.current_ids()[:10]
+    assert NOTICE in page.text
+    assert alt.counts["list"] <= 3, f"{alt.counts['list']} list calls for one page"
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_refused_default_page_size_says_what_was_refused(staff, alt, style):
+    """Even 10 is refused: one page saying so (the service's reason, or a support code), no loop, no 500."""
+    alt.set(max_limit=5, error_style=style)
+    page = get(staff, "/flows")
+    assert_sound(page)
+    assert alt.counts["list"] <= 3, f"{alt.counts['list']} list calls for one page"
+    if style in READABLE_STYLES:
+        assert LIMIT_REASON in page.text
+    if style == "java":
+        shown = [word for word in ("java.lang", "Exception", "FlowController") if word in page.text]
+        assert not shown, f"the stack trace's {shown} reached the page"
+        assert 'data-testid="support-code"' in page.text
+
+
+# -- errors in every style ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_no_error_page_shows_upstream_internals(staff, alt, style):
+    alt.set(error_style=style)
+    pages = {}
+    alt.set(list_status=500)
+    pages["list 500"] = get(staff, "/flows")
+    alt.set(list_status=None, max_limit=5)
+    pages["list 400"] = get(staff, "/flows")
+    alt.set(max_limit=None)
+    pages["detail 404"] = get(staff, f"/flows/{uuid.uuid4()}")
+    for mode in ("conflict", "invalid", "not_found"):
+        alt.set(create=mode)
+        pages[f"create {mode}"] = create_form(staff)
+    broken = {name: (page.status_code, internals(page)) for name, page in pages.items() if internals(page)}
+    assert not broken, broken
+    failed = {name: page.status_code for name, page in pages.items() if page.status_code == 500}
+    assert not failed, failed
+
+
+def test_list_endpoint_missing_is_a_configuration_problem(staff, alt):
+    """A 404 on the list, in every error style, is the portal pointed at the wrong address."""
+    wrong = {}
+    for style in STYLES:
+        alt.set(list_status=404, error_style=style)
+        page = get(staff, "/flows")
+        sound = page.status_code != 500 and not internals(page)
+        if not sound or "FLOW_API_URL" not in page.text or "Flow not found" in page.text:
+            wrong[style] = page.status_code
+    assert not wrong, f"not shown as a configuration problem (check FLOW_API_URL) in styles {wrong}"
+
+
+# -- the detail page ---------------------------------------------------------------------------
+
+
+def shown_times(page) -> list[datetime]:
+    moments = []
+    for raw in TIME.findall(page.text):
+        moment = datetime.fromisoformat(unescape(raw))
+        moments.append(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    return moments
+
+
+@pytest.mark.parametrize("detail", ["spec", "quirky", "offset_times"])
+def test_detail_reads_every_shape_of_the_retrieve_answer(staff, alt, detail):
+    alt.set(detail=detail)
+    flow = alt.by_number(42)
+    page = get(staff, f"/flows/{flow.id}")
+    assert page.status_code == 200
+    assert re.search(r">\s*42\s*<", page.text), "the flow number is not shown"
+    for entry in flow.incidents:
+        assert entry["message"] in page.text
+    created = flow.created_at.replace(microsecond=0) if detail == "quirky" else flow.created_at
+    times = shown_times(page)
+    assert created in times, f"created {created} not among {times}"
+    assert flow.updated_at in times, f"updated {flow.updated_at} not among {times}"
+
+
+# -- creating a flow ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["design", "location_only", "accepted_links"])
+def test_created_flow_is_shown_whatever_the_answer_names_it_by(staff, alt, mode):
+    alt.set(create=mode)
+    answer = create_form(staff)
+    assert "may have been created" not in answer.text
+    assert answer.status_code == 302, answer.status_code
+    assert answer.headers["Location"] == f"/flows/{alt.flows[0].id}"
+    page = get(staff, answer.headers["Location"])
+    assert page.status_code == 200
+    assert "may have been created" not in page.text
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_conflict_on_create_is_a_refusal_with_the_reason(staff, alt, style):
+    alt.set(create="conflict", error_style=style)
+    before = len(alt.flows)
+    page = create_form(staff)
+    assert page.status_code in (200, 409, 422), page.status_code
+    assert_sound(page)
+    assert "may have been created" not in page.text
+    assert 'name="last_name"' in page.text, "the form is shown again"
+    if style in READABLE_STYLES:
+        assert CONFLICT_REASON in page.text
+    assert len(alt.flows) == before
+
+
+@pytest.mark.parametrize("style", READABLE_STYLES)
+def test_field_error_on_create_is_shown(staff, alt, style):
+    alt.set(create="invalid", error_style=style)
+    page = create_form(staff)
+    assert_sound(page)
+    assert page.status_code in (200, 422), page.status_code
+    assert LAST_NAME_REASON in page.text
+    assert "may have been created" not in page.text
+
+
+def test_create_endpoint_missing_is_a_configuration_problem(staff, alt):
+    alt.set(create="not_found")
+    page = create_form(staff)
+    assert_sound(page)
+    assert "FLOW_API_URL" in page.text
+    assert "may have been created" not in page.text
+
+
+def test_create_refused_at_the_token_step_is_not_created_and_can_be_sent_again(staff, alt):
+    data = form_data(staff)
+    alt.set(token="refuse")
+    first = staff.post("/flows/new", data=data)
+    assert_sound(first)
+    assert "may have been created" not in first.text
+    assert "not created" in first.text.lower()
+    assert alt.counts["token"] >= 1 and alt.counts["create"] == 0
+    again = staff.post("/flows/new", data=data)
+    shown = get(staff, again.headers["Location"]) if again.status_code in REDIRECTS else again
+    assert "was sent already" not in shown.text
+    assert "not created" in shown.text.lower(), "sent again at once, it is tried again (and refused again)"
+
+
+# -- the identity provider ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "words"),
+    [("refuse", SECRET_REFUSAL), ("invalid_request", SCOPE_REFUSAL)],
+    ids=["unauthorized_client", "invalid_request"],
+)
+def test_token_refusal_is_explained_in_the_providers_words(staff, alt, mode, words):
+    alt.set(token=mode)
+    page = get(staff, "/flows")
+    assert_sound(page)
+    assert page.status_code >= 400
+    assert words in page.text, "the provider's error_description is lost"
+    assert f"The identity provider says: {words}" in page.text
+    assert alt.counts["list"] == 0
+    if mode == "invalid_request":
+        assert "401 from the API" not in page.text
+        assert "refused the portal's token request" in page.text and "FLOW_TOKEN_URL" in page.text
+
+
+def test_unavailable_identity_provider_is_retried_then_explained(staff, alt):
+    alt.set(token="unavailable")
+    page = get(staff, "/flows")
+    assert page.status_code in (502, 503, 504), page.status_code
+    assert_sound(page)
+    assert alt.counts["token"] >= 2, "a 503 from the identity provider is tried again"
+    assert alt.counts["list"] == 0
+
+
+def test_token_lifetime_in_words_is_diagnosed_truthfully(staff, alt, caplog):
+    """`expires_in: "5m"`: used with a safe lifetime, or refused naming expires_in (on the page or in the log)."""
+    alt.set(expires_in="5m")
+    page = get(staff, "/flows")
+    assert_sound(page)
+    assert "not a JSON object" not in page.text + caplog.text
+    if page.status_code >= 400:
+        assert "expires_in" in page.text + caplog.text
+    else:
+        assert FLOW_ROW.findall(page.text) == alt.current_ids()[:10]
