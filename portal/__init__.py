@@ -11,6 +11,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from . import auth_setup, cli, database, errors, i18n, presentation, security
 from .extensions import csrf, db, limiter, migrate
 from .flowapi import build_client
+from .flowindex import feed as flow_index
 from .settings import Settings, SettingsError, load_settings
 from .views import admin, auth, events, flows, health
 from .webhooks import receiver
@@ -78,6 +79,7 @@ def _init_extensions(app: Flask, settings: Settings) -> None:
     i18n.init_app(app)
     auth_setup.init_app(app, settings)
     app.extensions["flow_client"] = build_client(settings)
+    flow_index.init_app(app)
 
 
 def _register_blueprints(app: Flask, settings: Settings) -> None:

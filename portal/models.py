@@ -1,9 +1,9 @@
 """The portal's own store: staff users, the audit log, webhook events and rejected deliveries."""
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 
 from flask_login import UserMixin
-from sqlalchemy import DateTime, Index, Integer, String, Text
+from sqlalchemy import Date, DateTime, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 from werkzeug.security import check_password_hash, generate_password_hash
 
@@ -119,3 +119,64 @@ class CreateSubmission(db.Model):
     flow_id: Mapped[str | None] = mapped_column(String(100))
     reference_id: Mapped[str | None] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+
+class FlowRecord(db.Model):
+    """The portal's index of one flow: what it has seen of it, from every source, newest state winning.
+
+    Personal data is kept only as far as search needs it: the national id as a keyed hash and a
+    masked copy (never in full), the last name as written and in its search form.
+    """
+
+    __tablename__ = "flow_index"
+    __table_args__ = (
+        Index("ix_flow_index_created", "created_at", "id"),
+        Index("ix_flow_index_changed", "changed_at", "id"),
+        Index("ix_flow_index_archived_created", "archived", "created_at", "id"),
+        # varchar_pattern_ops: `LIKE 'prefix%'` uses the index on PostgreSQL whatever the collation
+        Index(
+            "ix_flow_index_name", "last_name_key", "birth_date", postgresql_ops={"last_name_key": "varchar_pattern_ops"}
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    flow_id: Mapped[str] = mapped_column(String(100), unique=True)
+    reference_id: Mapped[str | None] = mapped_column(String(100), index=True)
+    flow_number: Mapped[int | None] = mapped_column(Integer, index=True)
+    consent_status: Mapped[str | None] = mapped_column(String(40), index=True)
+    lifecycle: Mapped[str | None] = mapped_column(String(40), index=True)
+    archived: Mapped[bool | None] = mapped_column(index=True)
+    country: Mapped[str | None] = mapped_column(String(2), index=True)
+    national_id_hash: Mapped[str | None] = mapped_column(String(64), index=True)
+    national_id_masked: Mapped[str | None] = mapped_column(String(40))
+    last_name: Mapped[str | None] = mapped_column(String(100))
+    last_name_key: Mapped[str | None] = mapped_column(String(100))
+    birth_date: Mapped[date | None] = mapped_column(Date, index=True)
+    created_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    version: Mapped[int | None] = mapped_column(Integer)
+    has_incidents: Mapped[bool | None] = mapped_column(index=True)
+    created_by: Mapped[str | None] = mapped_column(String(80))
+    # When what is kept was true (the service's updatedAt, an event's time, or when it was fetched):
+    # sources tell different parts of a flow, so each part has its own time.
+    status_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # the consent status
+    lifecycle_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    state_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # archived, incidents, version
+    status_source: Mapped[str | None] = mapped_column(String(16))  # which source said the consent status
+    lifecycle_source: Mapped[str | None] = mapped_column(String(16))
+    changed_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)  # last change the portal saw
+    change_source: Mapped[str] = mapped_column(String(16))  # create, list, detail, webhook, sync
+    seen_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)  # last time any source named it
+    listed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # last time the service listed it
+    stub: Mapped[bool] = mapped_column(default=False)  # known only from a webhook event so far
+    gone_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # a sync found the service no longer lists it
+
+
+class Lease(db.Model):
+    """A named lock held in the database, so one `flows sync` runs at a time across every instance."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    holder: Mapped[str | None] = mapped_column(String(120))
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

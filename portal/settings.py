@@ -57,6 +57,7 @@ class Settings:
     webhook_fields: tuple[tuple[str, str], ...]
     webhook_id_header: str
     secret_key: str = field(repr=False)
+    index_key: bytes = field(repr=False)
     database_url: str
     redis_url: str | None
     public_url: str
@@ -199,6 +200,17 @@ def _secret_key(read: _Reader, testing: bool) -> str:
     return key
 
 
+def _index_key(read: _Reader, testing: bool) -> bytes:
+    key = read.text("PORTAL_INDEX_KEY", secret=True)
+    if not key and testing:
+        return b"testing-only-index-key"
+    if not key:
+        raise SettingsError("PORTAL_INDEX_KEY is required (a long random string; it keys the national-id hashes)")
+    if len(key) < 16:
+        raise SettingsError("PORTAL_INDEX_KEY must be at least 16 characters")
+    return key.encode()
+
+
 def _webhook_fields(read: _Reader) -> tuple[tuple[str, str], ...]:
     try:
         return parse_fields(read.text("FLOW_WEBHOOK_FIELDS"))
@@ -270,6 +282,7 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         webhook_fields=_webhook_fields(read),
         webhook_id_header=_header_name(read, "FLOW_WEBHOOK_ID_HEADER", "X-Flow-Event-Id"),
         secret_key=_secret_key(read, testing),
+        index_key=_index_key(read, testing),
         database_url=read.text("PORTAL_DATABASE_URL", f"sqlite:///{Path(instance_path, 'portal.db').resolve()}"),
         redis_url=read.text("PORTAL_REDIS_URL", secret=True),
         public_url=public_url,

@@ -2,16 +2,20 @@
 
 import json
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from joserfc.jwk import RSAKey
+from sqlalchemy import make_url
 from support import (
     PASSWORD,
     LiveServer,
     Receiver,
     Sandbox,
+    create_database_beside,
+    drop_database,
     empty_postgres,
     migrated,
     portal_config,
@@ -89,25 +93,39 @@ def trusted_keys_file(tmp_path, client_key) -> Path:
 POSTGRES_VARIABLE = "PORTAL_TEST_POSTGRES_URL"
 
 
+@pytest.fixture(scope="session")
+def postgres_run_url() -> str | None:
+    """A PostgreSQL database of this test run's own, beside the configured one; dropped at the end.
+
+    Two runs on one machine (or a helper's run beside CI) never empty each other's tables.
+    """
+    url = os.environ.get(POSTGRES_VARIABLE)
+    if not url:
+        yield None
+        return
+    created = create_database_beside(url, f"portal_test_{uuid.uuid4().hex[:12]}")
+    yield created
+    drop_database(url, make_url(created).database)
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request, tmp_path) -> str:
+def database_url(request, tmp_path, postgres_run_url) -> str:
     """Each store test runs on SQLite and on PostgreSQL (in CI always; elsewhere when configured)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'portal.db'}"
-    url = os.environ.get(POSTGRES_VARIABLE)
-    if not url:
+    if not postgres_run_url:
         service_missing("PostgreSQL is not configured", POSTGRES_VARIABLE)
-    return empty_postgres(url)
+    return empty_postgres(postgres_run_url)
 
 
 @pytest.fixture
 def redis_url() -> str:
-    """An emptied Redis database kept for the tests (default db 15 on the local server)."""
+    """A reachable Redis (default db 15 on the local server); each test uses keys unique to it."""
     import redis
 
     url = os.environ.get("PORTAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
     try:
-        redis.Redis.from_url(url, socket_connect_timeout=2).flushdb()
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()  # tests use keys of their own: never flush
     except redis.RedisError:
         service_missing(f"Redis is not reachable at {url}", "PORTAL_TEST_REDIS_URL")
     return url
@@ -133,6 +151,7 @@ def make_app(sandbox, sqlite_url):
 
     yield build
     for app in apps:
+        app.extensions["flow_index"].close()
         with app.app_context():
             db.engine.dispose()
 

@@ -90,6 +90,7 @@ def portal_config(sandbox_url: str, database: str, **overrides) -> dict:
         "FLOW_WEBHOOK_SECRETS": DEMO_WEBHOOK_SECRET,
         "FLOW_READ_TIMEOUT": "5",
         "PORTAL_SECRET_KEY": "test-secret-key-0123456789",
+        "PORTAL_INDEX_KEY": "test-index-key-0123456789",
         "PORTAL_DATABASE_URL": database,
         "PORTAL_PUBLIC_URL": "http://127.0.0.1:5000",
         "RATELIMIT_ENABLED": False,
@@ -176,6 +177,26 @@ def empty_postgres(url: str) -> str:
         connection.execute(text("CREATE SCHEMA public"))
     engine.dispose()
     return url
+
+
+def create_database_beside(url: str, name: str) -> str:
+    """Create database `name` on the server of `url`; its URL."""
+    from sqlalchemy import create_engine, make_url, text
+
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_database(url: str, name: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
 
 
 def service_missing(reason: str, variable: str):

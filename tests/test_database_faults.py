@@ -23,10 +23,10 @@ from pathlib import Path
 import psycopg
 import pytest
 import requests
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import create_engine, make_url
 from sqlalchemy.exc import OperationalError
 from standardwebhooks import Webhook
-from support import PASSWORD, portal_config, service_missing, sign_in
+from support import PASSWORD, create_database_beside, drop_database, portal_config, service_missing, sign_in
 
 from portal.database import engine_options
 from portal.extensions import db
@@ -151,13 +151,8 @@ def postgres_url():
     if not url:
         service_missing("PostgreSQL is not configured", "PORTAL_TEST_POSTGRES_URL")
     name = f"portal_faults_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    yield make_url(url).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    yield create_database_beside(url, name)
+    drop_database(url, name)
 
 
 @pytest.fixture

@@ -43,6 +43,8 @@ def settings_with(**changes):
         ({"FLOW_WEBHOOK_ID_HEADER": "Event Id"}, "FLOW_WEBHOOK_ID_HEADER"),
         ({"PORTAL_SECRET_KEY": None, "TESTING": None}, "PORTAL_SECRET_KEY"),
         ({"PORTAL_SECRET_KEY": "short"}, "PORTAL_SECRET_KEY"),
+        ({"PORTAL_INDEX_KEY": None, "TESTING": None}, "PORTAL_INDEX_KEY"),
+        ({"PORTAL_INDEX_KEY": "short"}, "PORTAL_INDEX_KEY"),
         ({"PORTAL_TIMEZONE": "Mars/Olympus"}, "PORTAL_TIMEZONE"),
         ({"PORTAL_OIDC_ISSUER": "https://sso.example"}, "PORTAL_OIDC_CLIENT_ID"),
         ({"FLOW_AUTH_MODE": "self_signed_jwt"}, "FLOW_JWT_PRIVATE_KEY"),

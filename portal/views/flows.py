@@ -21,6 +21,7 @@ from ..flowapi import (
     Unauthorized,
     ValidationFailed,
 )
+from ..flowindex.feed import saw_created, saw_detail, saw_page
 from ..forms import ConfirmForm, CreateFlowForm
 from ..listing import DEFAULT_LIMIT, FLOW_ID, ListQuery, navigate, parse_list_query
 from ..security import role_required
@@ -56,6 +57,7 @@ def index():
     if query.before and page.has_more is False:
         # Back at the newest flows: show the first page whole, not the short remainder.
         return redirect(query.url())
+    saw_page(page, query.archived)
     nav = navigate(query, page)
     return render_template("flows/index.html", page=page, query=query, nav=nav, notices=notices + nav.notices)
 
@@ -95,6 +97,7 @@ def _sandbox_consent_url(flow) -> str | None:
 
 def _render_detail(flow_id: str, revealed: bool = False):
     flow = flow_client().get_flow(_valid_flow_id(flow_id))
+    saw_detail(flow)
     return render_template(
         "flows/detail.html",
         flow=flow,
@@ -167,6 +170,7 @@ def _create(form: CreateFlowForm):
         return render_template("flows/new.html", form=form), 409 if isinstance(error, Conflict) else 422
     except FlowApiError as error:
         return _not_confirmed(form, error)
+    saw_created(created, form.national_id.data, form.country.data, form.last_name.data.strip(), current_user.username)
     return _created(form.submission.data, created)
 
 

@@ -11,6 +11,7 @@ from flask_limiter.util import get_remote_address
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..extensions import csrf
+from ..flowindex.feed import saw_event
 from .schemes import DeliveryRejected, signature_headers, verify_delivery
 from .shape import EventShape, read_event
 from .store import event_id_for, record_event, record_rejection
@@ -100,6 +101,8 @@ def receive():
     given_ids = [verified.message_id, request.headers.get(settings.webhook_id_header), fields.event_id]
     event_id = event_id_for(given_ids, body)
     stored = record_event(verified, event_id, fields, body, _kept_headers(settings), get_remote_address())
+    if stored:
+        saw_event(fields, payload)
     return _answer(200, {"status": "stored" if stored else "duplicate", "id": event_id})
 
 

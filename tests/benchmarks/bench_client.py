@@ -38,6 +38,7 @@ def main() -> dict:
                 "FLOW_CLIENT_SECRET": "demo-secret",
                 "FLOW_SCOPES": "loan-application:create:no",
                 "PORTAL_SECRET_KEY": "benchmark-secret-key-0000",
+                "PORTAL_INDEX_KEY": "benchmark-index-key-0000",
             }
         )
         client = build_client(settings)

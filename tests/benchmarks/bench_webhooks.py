@@ -88,6 +88,7 @@ def portal_env(database_url: str) -> dict:
         "FLOW_SCOPES": "loan-application:create:no",
         "FLOW_WEBHOOK_SECRETS": SECRET,
         "PORTAL_SECRET_KEY": "benchmark-secret-key-0000",
+        "PORTAL_INDEX_KEY": "benchmark-index-key-0000",
         "PORTAL_DATABASE_URL": database_url,
     }
 

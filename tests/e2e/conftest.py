@@ -70,6 +70,7 @@ class Stack:
         )
         config.pop("TESTING")
         config["PORTAL_SECRET_KEY"] = "e2e-secret-key-0123456789"
+        config["PORTAL_INDEX_KEY"] = "e2e-index-key-0123456789"
         portal_holder.app = self.portal_app = migrated(create_app(config))
         with self.portal_app.app_context():
             for role in ("admin", "operator", "viewer"):

@@ -1,0 +1,91 @@
+"""The searchable forms of personal data: a keyed hash of a national id, a last name's search key."""
+
+import hashlib
+import hmac
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import date
+
+from stdnum.exceptions import ValidationError
+from stdnum.fi import hetu
+from stdnum.no import fodselsnummer
+from stdnum.se import personnummer
+
+from ..presentation import mask_national_id
+
+# Letters that Unicode does not decompose into a base letter and a mark.
+_FOLDED = str.maketrans({"ø": "o", "æ": "ae", "œ": "oe", "ð": "d", "þ": "th", "ß": "ss", "ł": "l", "đ": "d"})
+_NOT_NAME = re.compile(r"[^a-z0-9 '-]+")
+_SPACES = re.compile(r"\s+")
+MAX_NAME_KEY = 100
+# Finnish henkilötunnus: the century sign between date and individual number (the 2023 signs included).
+_FI_CENTURY = {"+": 1800, **dict.fromkeys("-YXWVU", 1900), **dict.fromkeys("ABCDEF", 2000)}
+
+
+def name_key(name: str | None) -> str | None:
+    """Lower case without diacritics, Nordic letters spelled in ASCII: "Bjørnstad" → "bjornstad"."""
+    if not name:
+        return None
+    folded = unicodedata.normalize("NFKD", name.casefold().translate(_FOLDED))
+    plain = "".join(char for char in folded if not unicodedata.combining(char))
+    key = _SPACES.sub(" ", _NOT_NAME.sub(" ", plain)).strip()
+    return key[:MAX_NAME_KEY] or None
+
+
+@dataclass(frozen=True)
+class NationalId:
+    """A valid national id in the forms the index keeps: its country, a canonical text and birth date."""
+
+    country: str
+    canonical: str  # one text for every written form: digits with the full birth year
+    birth_date: date | None
+    written: str  # as the service or a person wrote it, for the mask
+
+    def keyed_hash(self, key: bytes) -> str:
+        message = f"{self.country}:{self.canonical}".encode()
+        return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+    @property
+    def masked(self) -> str:
+        return mask_national_id(self.written)
+
+
+def read_national_id(value: str | None, country: str | None = None) -> NationalId | None:
+    """The id as a NationalId when it is valid (for `country`, or for the one country it fits)."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    countries = (country,) if country in _READERS else tuple(_READERS)
+    for candidate in countries:
+        try:
+            return _READERS[candidate](value.strip())
+        except (ValidationError, ValueError):
+            continue
+    return None
+
+
+def _norwegian(value: str) -> NationalId:
+    number = fodselsnummer.validate(value)
+    return NationalId("no", number, _birth_date(fodselsnummer, number), value)
+
+
+def _swedish(value: str) -> NationalId:
+    number = personnummer.validate(value)
+    born = personnummer.get_birth_date(number)
+    return NationalId("se", born.strftime("%Y%m%d") + number[-4:], born, value)
+
+
+def _finnish(value: str) -> NationalId:
+    number = hetu.validate(value)
+    born = date(_FI_CENTURY[number[6]] + int(number[4:6]), int(number[2:4]), int(number[0:2]))
+    return NationalId("fi", born.strftime("%Y%m%d") + number[7:], born, value)
+
+
+def _birth_date(module, number: str) -> date | None:
+    try:
+        return module.get_birth_date(number)
+    except (ValidationError, ValueError):
+        return None  # a D-number or H-number whose date stdnum cannot tell
+
+
+_READERS = {"no": _norwegian, "se": _swedish, "fi": _finnish}

@@ -1,0 +1,158 @@
+"""What one source saw of one flow, in the index's terms: an `Observation`.
+
+Each source knows part of a flow: a list item its consent status, the retrieve response its
+lifecycle, version and last name, a webhook event a status change. An observation carries what its
+source knew and leaves the rest None.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..flowapi.models import CreatedFlow, FlowDetail, FlowSummary, parse_timestamp, read_flag
+
+CREATE, LIST, DETAIL, WEBHOOK, SYNC = "create", "list", "detail", "webhook", "sync"
+CONSENT_STATUSES = ("Unopened", "Opened", "Accepted", "Rejected")
+LIFECYCLES = ("active", "completed", "cancelled")
+MAX_TEXT = 100
+
+
+@dataclass(frozen=True)
+class Observation:
+    flow_id: str
+    source: str
+    seen_at: datetime  # when the portal saw it
+    # When what it says was known true: when it was fetched (a fetched state holds until then), or the
+    # event's time for a webhook (a late delivery tells an old state).
+    state_at: datetime
+    version: int | None = None
+    reference_id: str | None = None
+    flow_number: int | None = None
+    consent_status: str | None = None
+    lifecycle: str | None = None
+    archived: bool | None = None
+    has_incidents: bool | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    national_id: str | None = None
+    country: str | None = None
+    last_name: str | None = None
+    created_by: str | None = None
+
+    @property
+    def listed(self) -> bool:
+        """The service listed this flow just now (so it still has it)."""
+        return self.source in (LIST, SYNC)
+
+
+def _short(value: Any) -> str | None:
+    return value.strip()[:MAX_TEXT] or None if isinstance(value, str) else None
+
+
+def from_summary(item: FlowSummary, archived: bool, seen_at: datetime, source: str = LIST) -> Observation | None:
+    """A list item, from a page of current (archived=False) or archived flows."""
+    if not item.id:
+        return None
+    raw = item.raw
+    said_archived = read_flag(raw.get("archived"))
+    updated_at = parse_timestamp(raw.get("updatedAt"))
+    return Observation(
+        flow_id=item.id,
+        source=source,
+        seen_at=seen_at,
+        state_at=seen_at,
+        version=_integer(raw.get("version")),
+        reference_id=_short(item.reference_id),
+        consent_status=_short(item.status),
+        lifecycle=_short(raw.get("flowStatus")),
+        archived=archived if said_archived is None else said_archived,
+        created_at=item.created_at,
+        updated_at=updated_at,
+        national_id=item.national_id,
+        last_name=_short(raw.get("lastName")),
+    )
+
+
+def from_detail(flow: FlowDetail, seen_at: datetime) -> Observation:
+    """The retrieve response: lifecycle, version and the flow's data, but no consent status."""
+    return Observation(
+        flow_id=flow.flow_id,
+        source=DETAIL,
+        seen_at=seen_at,
+        state_at=seen_at,
+        version=flow.version,
+        reference_id=_short(flow.reference_id),
+        flow_number=flow.flow_number,
+        lifecycle=_short(flow.status),
+        archived=True if flow.status == "cancelled" else None,  # DESIGN: a cancelled flow is archived
+        has_incidents=flow.has_incidents if flow.has_incidents is not None else (bool(flow.incidents) or None),
+        created_at=flow.created_at,
+        updated_at=flow.updated_at,
+        national_id=flow.data.national_id,
+        last_name=_short(flow.data.last_name),
+    )
+
+
+def from_created(
+    created: CreatedFlow, national_id: str, country: str, last_name: str, username: str, seen_at: datetime
+) -> Observation | None:
+    """A flow created through the portal: new, so Unopened and active (DESIGN §3)."""
+    if not created.flow_id:
+        return None
+    return Observation(
+        flow_id=created.flow_id,
+        source=CREATE,
+        seen_at=seen_at,
+        state_at=seen_at,
+        reference_id=_short(created.reference_id),
+        consent_status="Unopened",
+        lifecycle="active",
+        archived=False,
+        created_at=seen_at,
+        national_id=national_id,
+        country=country,
+        last_name=_short(last_name),
+        created_by=username,
+    )
+
+
+def from_event(
+    flow_id: str | None,
+    event_type: str | None,
+    status: str | None,
+    occurred_at: datetime | None,
+    reference_id: str | None,
+    payload: dict,
+    received_at: datetime,
+) -> Observation | None:
+    """A stored webhook event; `flowStatus`, `archived` and `version` are read from `data` or the top level."""
+    if not flow_id:
+        return None
+    data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+
+    def field(name):
+        return data.get(name, payload.get(name))
+
+    incident = event_type == "flow.incident" or None
+    return Observation(
+        flow_id=flow_id,
+        source=WEBHOOK,
+        seen_at=received_at,
+        state_at=occurred_at or received_at,
+        version=_integer(field("version")),
+        reference_id=_short(reference_id),
+        consent_status=_short(status) if event_type != "flow.incident" else None,
+        lifecycle=_short(field("flowStatus")),
+        archived=read_flag(field("archived")),
+        has_incidents=incident,
+    )
+
+
+def _integer(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 19:
+        return int(value)
+    return None

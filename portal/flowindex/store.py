@@ -1,0 +1,189 @@
+"""Applying observations to the index, with the version rule: newer wins, older never overwrites."""
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from ..extensions import db
+from ..models import FlowRecord
+from .keys import name_key, read_national_id
+from .observations import CREATE, WEBHOOK, Observation
+
+log = logging.getLogger(__name__)
+BATCH = 500
+# What a flow is now, in parts that sources tell separately: (fields, the column of when they were
+# true, the column naming their source). A part is overwritten only by an observation at least as new.
+STATE_PARTS = (
+    (("consent_status",), "status_at", "status_source"),
+    (("lifecycle",), "lifecycle_at", "lifecycle_source"),
+    (("archived", "has_incidents", "version", "updated_at"), "state_at", None),
+)
+# What a flow is from its creation on: filled in by any source that knows it.
+IDENTITY_FIELDS = ("reference_id", "flow_number", "created_at", "last_name", "country")
+
+
+@dataclass
+class Applied:
+    """Which flows an application of observations added, changed or only saw again."""
+
+    new: set[str] = field(default_factory=set)
+    changed: set[str] = field(default_factory=set)
+    seen: set[str] = field(default_factory=set)
+
+    def add(self, other: "Applied") -> None:
+        self.new |= other.new
+        self.changed |= other.changed
+        self.seen |= other.seen
+
+
+def apply_observations(observations: Iterable[Observation], index_key: bytes) -> Applied:
+    """Upsert every observation, in batches, each batch one transaction."""
+    applied = Applied()
+    batch: list[Observation] = []
+    for observation in observations:
+        batch.append(observation)
+        if len(batch) >= BATCH:
+            applied.add(_apply_batch(batch, index_key))
+            batch = []
+    if batch:
+        applied.add(_apply_batch(batch, index_key))
+    return applied
+
+
+def _apply_batch(batch: list[Observation], index_key: bytes) -> Applied:
+    try:
+        return _try_batch(batch, index_key)
+    except IntegrityError:
+        # Another writer inserted one of these flows meanwhile: read it and merge into it instead.
+        db.session.rollback()
+        return _try_batch(batch, index_key)
+
+
+def _try_batch(batch: list[Observation], index_key: bytes) -> Applied:
+    ids = {observation.flow_id for observation in batch}
+    query = select(FlowRecord).where(FlowRecord.flow_id.in_(ids))
+    if db.engine.dialect.name == "postgresql":
+        query = query.with_for_update()  # no lost update against a concurrent writer of the same flow
+    records = {record.flow_id: record for record in db.session.scalars(query)}
+    applied = Applied()
+    for observation in batch:
+        record = records.get(observation.flow_id)
+        if record is None:
+            record = records[observation.flow_id] = _new_record(observation)
+            db.session.add(record)
+            merge(record, observation, index_key, fresh=True)
+            applied.new.add(observation.flow_id)
+        elif merge(record, observation, index_key):
+            applied.changed.add(observation.flow_id)
+        applied.seen.add(observation.flow_id)
+    db.session.commit()
+    applied.changed -= applied.new
+    return applied
+
+
+def _new_record(observation: Observation) -> FlowRecord:
+    return FlowRecord(
+        flow_id=observation.flow_id,
+        stub=observation.source == WEBHOOK,
+        changed_at=observation.seen_at,
+        change_source=observation.source,
+        seen_at=observation.seen_at,
+    )
+
+
+def merge(record: FlowRecord, observation: Observation, index_key: bytes, fresh: bool = False) -> bool:
+    """Bring `observation` into `record`; True when something staff can see changed."""
+    changed = _merge_identity(record, observation, index_key)
+    newer_version = _version_order(record, observation)
+    for fields, time_column, source_column in STATE_PARTS:
+        carried = any(getattr(observation, name) is not None for name in fields)
+        current = newer_version if newer_version is not None else _not_older(record, time_column, observation)
+        if carried and current:
+            changed |= _merge_part(record, observation, fields, time_column, source_column)
+    record.seen_at = max(record.seen_at or observation.seen_at, observation.seen_at)
+    if observation.listed:
+        record.listed_at = observation.seen_at
+        record.gone_at = None
+    if observation.source != WEBHOOK:
+        record.stub = False
+    if changed and not fresh:
+        record.changed_at = observation.seen_at
+        record.change_source = observation.source
+    return changed
+
+
+def _version_order(record: FlowRecord, observation: Observation) -> bool | None:
+    """True/False when both carry a version and they differ (then the version decides); None otherwise."""
+    if observation.version is None or record.version is None or observation.version == record.version:
+        return None
+    return observation.version > record.version
+
+
+def _not_older(record: FlowRecord, time_column: str, observation: Observation) -> bool:
+    kept = getattr(record, time_column)
+    return kept is None or observation.state_at >= kept
+
+
+def _merge_part(record, observation: Observation, fields: tuple, time_column: str, source_column: str | None) -> bool:
+    changed = False
+    for name in fields:
+        value = getattr(observation, name)
+        if value is not None and getattr(record, name) != value:
+            setattr(record, name, value)
+            changed = True
+    setattr(record, time_column, max(getattr(record, time_column) or observation.state_at, observation.state_at))
+    if source_column and any(getattr(observation, name) is not None for name in fields):
+        setattr(record, source_column, observation.source)
+    return changed
+
+
+def _merge_identity(record: FlowRecord, observation: Observation, index_key: bytes) -> bool:
+    changed = False
+    for name in IDENTITY_FIELDS:
+        value = getattr(observation, name)
+        if value is not None and getattr(record, name) != value:
+            setattr(record, name, value)
+            changed = True
+    if observation.last_name:
+        record.last_name_key = name_key(observation.last_name)
+    if observation.created_by and not record.created_by:
+        record.created_by = observation.created_by
+    if observation.source == CREATE and record.created_at is None:
+        record.created_at = observation.created_at
+    return _merge_national_id(record, observation, index_key) or changed
+
+
+def _merge_national_id(record: FlowRecord, observation: Observation, index_key: bytes) -> bool:
+    number = read_national_id(observation.national_id, observation.country or record.country)
+    if number is None:
+        return False
+    keyed = number.keyed_hash(index_key)
+    if record.national_id_hash == keyed:
+        return False
+    record.national_id_hash = keyed
+    record.national_id_masked = number.masked
+    record.country = number.country
+    record.birth_date = number.birth_date
+    return True
+
+
+def index_record(flow_id: str) -> FlowRecord | None:
+    return db.session.scalar(select(FlowRecord).where(FlowRecord.flow_id == flow_id))
+
+
+def mark_gone(listed_since: datetime, archived: bool | None) -> int:
+    """Flag flows a complete sync walk did not list (since `listed_since`); returns how many."""
+    query = FlowRecord.__table__.update().where(
+        FlowRecord.gone_at.is_(None),
+        FlowRecord.stub.is_(False),
+        (FlowRecord.listed_at.is_(None)) | (FlowRecord.listed_at < listed_since),
+    )
+    if archived is not None:
+        query = query.where(FlowRecord.archived.is_(archived))
+    count = db.session.execute(query.values(gone_at=listed_since)).rowcount
+    db.session.commit()
+    return count

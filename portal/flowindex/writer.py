@@ -1,0 +1,98 @@
+"""Write-behind: pages hand what they saw to a background thread, which writes it to the index.
+
+A page pays for one queue put (microseconds); reading national ids, hashing them and writing the
+rows happens off the request, in batches. `flush()` waits until everything handed over is written
+(tests, `flows sync`, shutdown).
+"""
+
+import atexit
+import logging
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+
+from flask import Flask
+
+from ..extensions import db
+from .observations import Observation
+from .store import apply_observations
+
+log = logging.getLogger(__name__)
+MAX_BATCH = 500
+SHUTDOWN_FLUSH_SECONDS = 5
+
+# A job turns into observations in the writer thread; building them is the costly part.
+Job = Callable[[], Iterable[Observation | None]]
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class IndexWriter:
+    """One background writer per process (started on first use, again after a fork)."""
+
+    def __init__(self, app: Flask):
+        self.app = app
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()  # None: stop
+        self._pending = 0
+        self._idle = threading.Condition()
+        self._pid: int | None = None
+        self._start_lock = threading.Lock()
+        atexit.register(self.flush, SHUTDOWN_FLUSH_SECONDS)
+
+    def submit(self, job: Job) -> None:
+        """Hand over work without waiting for it."""
+        self._ensure_thread()
+        with self._idle:
+            self._pending += 1
+        self._jobs.put(job)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every job handed over so far is written; False if `timeout` passed first."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Write what is pending and stop the thread (an app torn down in tests, a worker shutting down)."""
+        if self._pid == os.getpid():
+            self.flush(timeout)
+            self._jobs.put(None)
+            self._pid = None
+
+    def _ensure_thread(self) -> None:
+        if self._pid == os.getpid():
+            return
+        with self._start_lock:
+            if self._pid != os.getpid():  # a forked worker inherits no threads: start its own
+                self._jobs = queue.SimpleQueue()
+                threading.Thread(target=self._run, name="flow-index-writer", daemon=True).start()
+                self._pid = os.getpid()
+
+    def _run(self) -> None:
+        jobs_queue = self._jobs
+        while True:
+            jobs = [jobs_queue.get()]
+            while len(jobs) < MAX_BATCH and jobs[-1] is not None:
+                try:
+                    jobs.append(jobs_queue.get_nowait())
+                except queue.Empty:
+                    break
+            if jobs[-1] is None:  # closed
+                return
+            self._write(jobs)
+            with self._idle:
+                self._pending -= len(jobs)
+                self._idle.notify_all()
+
+    def _write(self, jobs: list[Job]) -> None:
+        with self.app.app_context():
+            try:
+                observations = [observation for job in jobs for observation in job() if observation]
+                apply_observations(observations, self.app.extensions["portal.settings"].index_key)
+            except Exception:  # the index is a cache of what the service says: `flows sync` repairs a lost write
+                log.exception("flow index: %d updates could not be written", len(jobs))
+            finally:
+                db.session.remove()

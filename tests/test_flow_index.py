@@ -1,0 +1,174 @@
+"""The flow index: rows from every source, and the version rule (newer wins, older never overwrites)."""
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from support import PASSWORD, create_form, sign_in
+
+from portal.extensions import db
+from portal.flowindex.keys import name_key, read_national_id
+from portal.flowindex.observations import DETAIL, LIST, WEBHOOK, Observation
+from portal.flowindex.store import apply_observations, index_record
+from portal.models import FlowRecord, User
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+KEY = b"test-index-key-0123456789"
+
+
+def seen(app, flow_id: str) -> FlowRecord | None:
+    """The flow's index row once every handed-over write is done."""
+    assert app.extensions["flow_index"].flush(10), "the index writer did not finish"
+    with app.app_context():
+        record = index_record(flow_id)
+        if record is not None:
+            db.session.expunge(record)
+        return record
+
+
+def observe(app, *observations: Observation):
+    with app.app_context():
+        return apply_observations(observations, app.extensions["portal.settings"].index_key)
+
+
+def at(minutes: int) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+@pytest.fixture
+def index_app(make_app, database_url):
+    return make_app(database=database_url, WTF_CSRF_ENABLED=False)
+
+
+# -- the keys ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("written", "same_as"),
+    [
+        ("151086 95088", "15108695088"),
+        ("198112189876", "811218-9876"),
+        ("19811218-9876", "8112189876"),
+        ("131052-308t", "131052-308T"),
+    ],
+)
+def test_every_written_form_of_a_national_id_has_one_keyed_hash(written, same_as):
+    assert read_national_id(written).keyed_hash(KEY) == read_national_id(same_as).keyed_hash(KEY)
+    assert read_national_id(written).keyed_hash(KEY) != read_national_id(written).keyed_hash(b"another key")
+
+
+def test_a_national_id_gives_country_and_birth_date():
+    number = read_national_id("131052-308T")
+    assert (number.country, number.birth_date.isoformat()) == ("fi", "1952-10-13")
+    assert number.masked.endswith("08T") and "1310" not in number.masked
+    assert read_national_id("12345678901") is None and read_national_id("") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [("Bjørnstad", "bjornstad"), ("ÆRØ-Ölund", "aero-olund"), ("Åsa  Lindqvist", "asa lindqvist"), ("<b>", "b")],
+)
+def test_name_keys_fold_case_and_nordic_letters(name, key):
+    assert name_key(name) == key
+
+
+# -- the version rule --------------------------------------------------------------------------
+
+
+def test_an_old_webhook_after_a_newer_detail_changes_nothing(index_app):
+    detail = Observation("f-1", DETAIL, at(10), at(9), version=5, lifecycle="completed", updated_at=at(9))
+    old_event = Observation("f-1", WEBHOOK, at(11), at(2), version=3, consent_status="Opened", lifecycle="active")
+    observe(index_app, detail)
+    result = observe(index_app, old_event)
+    record = seen(index_app, "f-1")
+    assert (record.version, record.lifecycle, record.consent_status) == (5, "completed", None)
+    assert result.changed == set()
+
+
+def test_an_old_event_without_a_version_loses_to_a_newer_time(index_app):
+    observe(index_app, Observation("f-2", LIST, at(10), at(10), consent_status="Accepted"))
+    observe(index_app, Observation("f-2", WEBHOOK, at(11), at(5), consent_status="Opened"))
+    assert seen(index_app, "f-2").consent_status == "Accepted"
+
+
+def test_a_newer_version_wins_and_says_where_it_came_from(index_app):
+    observe(index_app, Observation("f-3", DETAIL, at(1), at(1), version=2, lifecycle="active"))
+    observe(
+        index_app,
+        Observation("f-3", WEBHOOK, at(3), at(2), version=3, consent_status="Accepted", lifecycle="completed"),
+    )
+    record = seen(index_app, "f-3")
+    assert (record.version, record.consent_status, record.lifecycle) == (3, "Accepted", "completed")
+    assert (record.status_source, record.lifecycle_source, record.change_source) == ("webhook", "webhook", "webhook")
+
+
+def test_an_old_observation_still_fills_in_what_never_changes(index_app):
+    observe(index_app, Observation("f-4", DETAIL, at(10), at(10), version=4, lifecycle="completed"))
+    observe(
+        index_app, Observation("f-4", LIST, at(11), at(1), version=1, reference_id="LA-1", national_id="15108695088")
+    )
+    record = seen(index_app, "f-4")
+    assert (record.version, record.reference_id, record.country) == (4, "LA-1", "no")
+
+
+def test_a_webhook_for_an_unknown_flow_makes_a_stub_that_a_list_confirms(index_app):
+    observe(index_app, Observation("f-5", WEBHOOK, at(1), at(1), consent_status="Opened"))
+    assert seen(index_app, "f-5").stub is True
+    observe(index_app, Observation("f-5", LIST, at(2), at(2), consent_status="Opened"))
+    record = seen(index_app, "f-5")
+    assert record.stub is False and record.listed_at == at(2)
+
+
+def test_one_batch_with_the_same_flow_twice_keeps_the_newest(index_app):
+    first = Observation("f-6", LIST, at(1), at(1), consent_status="Opened")
+    second = Observation("f-6", WEBHOOK, at(2), at(2), consent_status="Accepted")
+    result = observe(index_app, first, second)
+    assert seen(index_app, "f-6").consent_status == "Accepted" and result.new == {"f-6"}
+
+
+# -- every source, through the portal ----------------------------------------------------------
+
+
+def test_a_list_page_fills_the_index_without_full_national_ids(index_app, sandbox):
+    created = sandbox.api(
+        "POST",
+        "/api/flows",
+        json={"nationalId": "15108695088", "lastName": "Bjørnstad", "redirectUrl": "https://a.example/"},
+    ).json()
+    staff = index_app.test_client()
+    sign_in(staff, _user(index_app, "viewer"))
+    assert staff.get("/flows").status_code == 200
+    record = seen(index_app, created["flowId"])
+    number = read_national_id("15108695088")
+    assert record.consent_status == "Unopened" and record.status_source == "list"
+    assert record.national_id_hash == number.keyed_hash(b"test-index-key-0123456789")
+    assert record.national_id_masked.endswith("088") and record.birth_date.isoformat() == "1986-10-15"
+    with index_app.app_context():
+        stored = json.dumps([list(row) for row in db.session.execute(db.select(FlowRecord.__table__))], default=str)
+    assert "15108695088" not in stored, "the index never keeps a full national id"
+    staff.get(f"/flows/{created['flowId']}")
+    record = seen(index_app, created["flowId"])
+    assert (record.last_name, record.last_name_key, record.lifecycle) == ("Bjørnstad", "bjornstad", "active")
+    assert record.version == 1 and record.flow_number is not None
+
+
+def test_a_flow_created_in_the_portal_is_indexed_with_who_created_it(index_app):
+    staff = index_app.test_client()
+    username = _user(index_app, "operator")
+    sign_in(staff, username)
+    answer = create_form(staff, last_name="Ødegård")
+    flow_id = answer.headers["Location"].rsplit("/", 1)[-1]
+    record = seen(index_app, flow_id)
+    assert (record.created_by, record.change_source, record.consent_status) == (username, "create", "Unopened")
+    assert record.last_name_key == "odegard" and record.country == "no"
+
+
+def _user(app, role: str) -> str:
+
+    with app.app_context():
+        name = f"{role}-{db.session.query(User).count()}"
+        user = User(username=name, role=role)
+        user.set_password(PASSWORD)
+        db.session.add(user)
+        db.session.commit()
+    return name
