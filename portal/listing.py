@@ -110,7 +110,7 @@ class Navigation:
 def navigate(query: ListQuery, page: FlowPage) -> Navigation:
     """The links around `page`, never one that would show the same page again."""
     nav = Navigation(notices=_content_notices(query, page))
-    if _repeats_previous_page(query, page):
+    if repeats_previous_page(query.after, query.seen, page):
         nav.notices.append(
             _(
                 "The Flow Service sent the previous page again instead of the next one: it ignores the page "
@@ -127,34 +127,60 @@ def navigate(query: ListQuery, page: FlowPage) -> Navigation:
     return nav
 
 
-def _repeats_previous_page(query: ListQuery, page: FlowPage) -> bool:
+def repeats_previous_page(after: str | None, previous: str | None, page: FlowPage) -> bool:
+    """Whether `page` is the page asked from again: it holds the `after` cursor, or the previous page's fingerprint."""
     ids = {item.id for item in page.items if item.id}
-    return bool(query.after and query.after in ids) or bool(query.seen and query.seen == fingerprint(page))
+    return bool(after and after in ids) or bool(previous and previous == fingerprint(page))
+
+
+# Why a walk cannot go on although the service says more flows follow.
+SAME_POSITION, NO_WAY_ON = "same_position", "no_way_on"
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """Where the page after a page is (`at`, else `after`), nowhere (the last page), or why it cannot be asked for."""
+
+    at: tuple[tuple[str, str], ...] = ()  # a position the service named itself
+    after: str | None = None  # else DESIGN's cursor: the last flow id
+    problem: str | None = None  # SAME_POSITION or NO_WAY_ON
+    guessed: bool = False  # the service did not say whether more follow; the page is full, so more may
+
+
+def next_step(page: FlowPage, limit: int, at: tuple[tuple[str, str], ...] = ()) -> NextStep:
+    """The way from `page` (asked for at position `at`, `limit` per page) to the next one, never the same one."""
+    guessed = page.has_more is None and bool(page.next_position or len(page.items) >= limit)
+    if not (page.has_more or guessed):
+        return NextStep()
+    if page.next_position:
+        position = tuple(page.next_position.items())
+        if position == at:
+            return NextStep(problem=SAME_POSITION, guessed=guessed)
+        return NextStep(at=position, guessed=guessed)
+    if page.last_id:
+        return NextStep(after=page.last_id, guessed=guessed)
+    return NextStep(problem=NO_WAY_ON, guessed=guessed)
 
 
 def _next_url(query: ListQuery, page: FlowPage, notices: list[str]) -> str | None:
     seen = fingerprint(page)
     if query.before and page.last_id:
         return query.url(after=page.last_id, seen=seen)  # moving back: the later pages are known to exist
-    more = page.has_more
-    if more is None and (page.next_position or len(page.items) >= query.limit):
+    step = next_step(page, query.limit, query.at)
+    if step.guessed:
         notices.append(
             _("The Flow Service did not say whether more flows follow; Next is offered because this page is full.")
         )
-        more = True
-    if not more:
-        return None
-    if page.next_position:
-        position = tuple(page.next_position.items())
-        if position == query.at:
-            notices.append(_("The Flow Service named this same page as the next one; no further pages can be shown."))
-            return None
-        return query.url(at=position, seen=seen)
-    if page.last_id:
-        return query.url(after=page.last_id, seen=seen)
-    notices.append(
-        _("The Flow Service says more flows exist but gives no way to ask for them (no ids and no next link).")
-    )
+    if step.problem == SAME_POSITION:
+        notices.append(_("The Flow Service named this same page as the next one; no further pages can be shown."))
+    elif step.problem == NO_WAY_ON:
+        notices.append(
+            _("The Flow Service says more flows exist but gives no way to ask for them (no ids and no next link).")
+        )
+    elif step.at:
+        return query.url(at=step.at, seen=seen)
+    elif step.after:
+        return query.url(after=step.after, seen=seen)
     return None
 
 
