@@ -31,7 +31,7 @@ def observe(app, *observations: Observation):
         return apply_observations(observations, app.extensions["portal.settings"].index_key)
 
 
-def at(minutes: int) -> datetime:
+def at(minutes: float) -> datetime:
     return T0 + timedelta(minutes=minutes)
 
 
@@ -172,3 +172,15 @@ def _user(app, role: str) -> str:
         db.session.add(user)
         db.session.commit()
     return name
+
+
+def test_the_writer_skips_a_flow_seen_again_unchanged_within_a_minute(index_app):
+    writer = index_app.extensions["flow_index"]
+    first = Observation("f-7", LIST, at(0), at(0), consent_status="Opened")
+    writer.submit(lambda: (first,))
+    writer.submit(lambda: (Observation("f-7", LIST, at(0.5), at(0.5), consent_status="Opened"),))
+    assert seen(index_app, "f-7").seen_at == at(0), "an unchanged flow seen again at once is not rewritten"
+    writer.submit(lambda: (Observation("f-7", LIST, at(2), at(2), consent_status="Opened"),))
+    assert seen(index_app, "f-7").seen_at == at(2), "after a minute it is written again (seen_at moves on)"
+    writer.submit(lambda: (Observation("f-7", LIST, at(2.1), at(2.1), consent_status="Accepted"),))
+    assert seen(index_app, "f-7").consent_status == "Accepted", "a change is always written"

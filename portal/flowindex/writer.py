@@ -11,7 +11,8 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
 from flask import Flask
 
@@ -22,6 +23,10 @@ from .store import apply_observations
 log = logging.getLogger(__name__)
 MAX_BATCH = 500
 SHUTDOWN_FLUSH_SECONDS = 5
+# A flow seen again exactly as it was written less than this long ago is not written again: staff
+# reloading a page cost the database nothing, and `seen_at`/`listed_at` are exact to this much.
+REWRITE_AFTER = timedelta(seconds=60)
+MAX_REMEMBERED = 100_000
 
 # A job turns into observations in the writer thread; building them is the costly part.
 Job = Callable[[], Iterable[Observation | None]]
@@ -41,6 +46,7 @@ class IndexWriter:
         self._idle = threading.Condition()
         self._pid: int | None = None
         self._start_lock = threading.Lock()
+        self._written: dict[str, tuple[Observation, datetime]] = {}  # flow id -> what was written, when
         atexit.register(self.flush, SHUTDOWN_FLUSH_SECONDS)
 
     def submit(self, job: Job) -> None:
@@ -87,12 +93,38 @@ class IndexWriter:
                 self._pending -= len(jobs)
                 self._idle.notify_all()
 
+    def _not_written_lately(self, observations) -> list[Observation]:
+        fresh = []
+        for observation in observations:
+            if observation is None:
+                continue
+            written = self._written.get(observation.flow_id)
+            same = written and written[0] == _timeless(observation)
+            if not (same and observation.seen_at - written[1] < REWRITE_AFTER):
+                fresh.append(observation)
+        return fresh
+
+    def _remember(self, observations: list[Observation]) -> None:
+        if len(self._written) > MAX_REMEMBERED:
+            self._written.clear()
+        for observation in observations:
+            self._written[observation.flow_id] = (_timeless(observation), observation.seen_at)
+
     def _write(self, jobs: list[Job]) -> None:
         with self.app.app_context():
             try:
-                observations = [observation for job in jobs for observation in job() if observation]
+                observations = self._not_written_lately(observation for job in jobs for observation in job())
                 apply_observations(observations, self.app.extensions["portal.settings"].index_key)
+                self._remember(observations)
             except Exception:  # the index is a cache of what the service says: `flows sync` repairs a lost write
                 log.exception("flow index: %d updates could not be written", len(jobs))
             finally:
                 db.session.remove()
+
+
+def _timeless(observation: Observation) -> Observation:
+    """The observation without its times: equal when a source says the same thing again."""
+    return replace(observation, seen_at=EPOCH, state_at=EPOCH)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -75,6 +75,7 @@ def gunicorn(app: str, env: dict, ready_path: str = "/healthz", workers: int = 2
         f"127.0.0.1:{port}",
         "--log-level",
         "warning",
+        "--no-control-socket",  # gunicorn 25+: one shared socket path, taken by whichever started first
         app,
     ]
     with running(command, url + ready_path, env):
