@@ -94,14 +94,15 @@ class IndexWriter:
                 self._idle.notify_all()
 
     def _not_written_lately(self, observations) -> list[Observation]:
-        fresh = []
+        fresh, in_batch = [], {}
         for observation in observations:
             if observation is None:
                 continue
-            written = self._written.get(observation.flow_id)
-            same = written and written[0] == _timeless(observation)
-            if not (same and observation.seen_at - written[1] < REWRITE_AFTER):
+            timeless = _timeless(observation)
+            written = in_batch.get(observation.flow_id) or self._written.get(observation.flow_id)
+            if not (written and written[0] == timeless and observation.seen_at - written[1] < REWRITE_AFTER):
                 fresh.append(observation)
+                in_batch[observation.flow_id] = (timeless, observation.seen_at)
         return fresh
 
     def _remember(self, observations: list[Observation]) -> None:
