@@ -1,4 +1,4 @@
-"""Command-line groups on `flask --app portal`: users, keys, check, events."""
+"""Command-line groups on `flask --app portal`: users, keys, check, events, flows."""
 
 import csv
 import hashlib
@@ -23,12 +23,15 @@ from .accounts import AccountError, change_role, create_account, find_account, s
 from .extensions import db
 from .flowapi import FlowApiError, InsufficientScope, TokenRequestRefused, Unauthorized, UpstreamProtocolError
 from .flowapi.auth import MIN_KEY_BITS
+from .flowindex.sync import ALL, ARCHIVED, CURRENT, SyncLocked, SyncReport, SyncStopped, run_sync
 from .models import ROLES, User
 from .webhooks.store import event_document, iter_events, prune_events
 
 users = AppGroup("users", help="Manage staff accounts.")
 keys = AppGroup("keys", help="Key pairs for the self-signed JWT (seed §5.3).")
 events = AppGroup("events", help="Stored webhook events: retention, export, test deliveries.")
+flows = AppGroup("flows", help="The flow index: the portal's own read model of every flow.")
+PROGRESS_EVERY = 10  # pages between progress lines on a terminal
 
 
 def _settings():
@@ -266,6 +269,38 @@ def _signature(settings, event_id: str, now: datetime, body: str) -> dict:
     return {settings.webhook_header: "sha256=" + hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()}
 
 
+# -- flows -------------------------------------------------------------------------------------
+
+
+@flows.command("sync")
+@click.option("--archived", is_flag=True, help="Walk archived flows only.")
+@click.option(
+    "--all", "walk_all", is_flag=True, help="Walk current and archived flows: the one walk that finds flows gone."
+)
+@click.option("--since", help="Stop at flows created before this ISO 8601 time (an incremental sync).")
+def sync_flows(archived: bool, walk_all: bool, since: str | None):
+    """Walk the Flow Service's pages into the flow index; one sync at a time across instances."""
+    if archived and walk_all:
+        raise click.UsageError("use --archived or --all, not both")
+    lists = ALL if walk_all else ARCHIVED if archived else CURRENT
+    try:
+        report = run_sync(lists, _since(since), progress=_print_progress if sys.stdout.isatty() else None)
+    except SyncLocked as locked:
+        click.echo(str(locked))
+        return
+    except SyncStopped as stop:
+        reason = _diagnosis(stop.error) if stop.error else stop.reason
+        raise click.ClickException(
+            f"flows sync stopped: {reason}; written before it stopped: {stop.report.progress()}"
+        ) from None
+    click.echo(report.summary())
+
+
+def _print_progress(report: SyncReport) -> None:
+    if report.pages % PROGRESS_EVERY == 0:
+        click.echo(f"so far: {report.progress()}")
+
+
 def init_app(app: Flask) -> None:
-    for command in (users, keys, events, check):
+    for command in (users, keys, events, flows, check):
         app.cli.add_command(command)

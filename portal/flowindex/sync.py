@@ -1,0 +1,310 @@
+"""`flows sync`: walk the Flow Service's list into the flow index, one sync at a time across instances.
+
+The walk follows the service's pages as the list page does (`listing.next_step`) and stops instead
+of looping when the service repeats a page or a position. Each page is written while the next one is
+fetched (one writer thread), so the writes hide behind the service's latency and memory holds two
+pages at most. A lease row in the database lets one instance sync at a time: another one, from cron on
+another host, says so and leaves; a holder that crashed loses the lease when it expires.
+"""
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from flask import Flask, current_app
+from sqlalchemy import or_, select
+from sqlalchemy.exc import IntegrityError
+
+from ..extensions import db
+from ..flowapi import FlowApiError, FlowClient, FlowPage
+from ..listing import NO_WAY_ON, SAME_POSITION, fingerprint, next_step, repeats_previous_page
+from ..models import Lease
+from .observations import SYNC, Observation, from_summary
+from .store import Applied, apply_observations, mark_gone
+from .writer import utc_now
+
+Clock = Callable[[], datetime]
+LEASE_NAME = "flows-sync"
+LEASE_TTL = timedelta(minutes=5)
+RENEW_AFTER = timedelta(seconds=30)  # a write renews the lease once this much of it has passed
+PAGE_SIZE = 100  # the most DESIGN §3 allows per page
+# The catch-up walk after a full sync stops at flows this much older than the sync's start, should the
+# flows it knows from the first page be gone: the service's clock may differ from ours.
+CATCH_UP_MARGIN = timedelta(hours=1)
+CURRENT, ARCHIVED, ALL = (False,), (True,), (False, True)
+LIST_NAMES = {CURRENT: "current", ARCHIVED: "archived", ALL: "current and archived"}
+
+REPEATED, CIRCLE = "repeated", "circle"
+STOP_REASONS = {
+    REPEATED: "the Flow Service sent the same page again: it ignores the page position it was given",
+    SAME_POSITION: "the Flow Service named the same page as the next one",
+    CIRCLE: "the Flow Service led back to a page position already walked",
+    NO_WAY_ON: "the Flow Service says more flows follow but gives no way to ask for them (no ids and no next link)",
+}
+
+
+@dataclass
+class SyncReport:
+    """What a sync did so far: flows seen, new, changed and gone, pages written, seconds taken."""
+
+    lists: tuple[bool, ...]
+    since: datetime | None = None
+    seen: int = 0
+    new: int = 0
+    changed: int = 0
+    gone: int | None = None  # None: not counted, for `gone_note`'s reason
+    gone_note: str | None = None
+    pages: int = 0
+    without_id: int = 0
+    seconds: float = 0.0
+
+    def count(self, applied: Applied) -> None:
+        self.pages += 1
+        self.seen, self.new, self.changed = (
+            self.seen + len(applied.seen),
+            self.new + len(applied.new),
+            self.changed + len(applied.changed),
+        )
+
+    def progress(self) -> str:
+        return f"seen {self.seen}, new {self.new}, changed {self.changed}, pages {self.pages}"
+
+    def summary(self) -> str:
+        since = f" created since {self.since.isoformat()}" if self.since else ""
+        gone = self.gone if self.gone is not None else f"not counted ({self.gone_note})"
+        line = (
+            f"synced {LIST_NAMES[self.lists]} flows{since}: seen {self.seen}, new {self.new}, "
+            f"changed {self.changed}, gone {gone}, pages {self.pages}, seconds {self.seconds:.1f}"
+        )
+        if self.without_id:
+            line += f"; {self.without_id} listed flow(s) had no id and could not be indexed"
+        return line
+
+
+class SyncLocked(Exception):
+    """Another sync holds the lease: this one wrote nothing."""
+
+    def __init__(self, holder: str | None, until: datetime | None):
+        held = f"{holder}, until {until.isoformat(timespec='seconds')}" if holder and until else "released just now"
+        super().__init__(f"another flows sync holds the lock ({held}); nothing was written")
+        self.holder, self.until = holder, until
+
+
+class SyncStopped(Exception):
+    """The sync could not finish; every page fetched before is written. `error` when the service failed."""
+
+    def __init__(self, report: SyncReport, reason: str, error: FlowApiError | None = None):
+        super().__init__(reason)
+        self.report, self.reason, self.error = report, reason, error
+
+
+class WalkStopped(Exception):
+    """The service's paging cannot be followed although more flows follow: a key of STOP_REASONS."""
+
+
+class LeaseLost(Exception):
+    """Another sync took the lease over (this one stalled past its expiry): stop writing."""
+
+
+# -- the lease -----------------------------------------------------------------------------------
+
+
+class DatabaseLease:
+    """A named lock in the `leases` table, held until `expires_at` unless renewed."""
+
+    def __init__(self, name: str, clock: Clock = utc_now, ttl: timedelta = LEASE_TTL, holder: str | None = None):
+        self.name, self.clock, self.ttl = name, clock, ttl
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"[:120]
+        self.renewed_at: datetime | None = None
+
+    def acquire(self) -> bool:
+        """Take the lease if it is free or expired, in one UPDATE only one instance can win, or create it."""
+        now, table = self.clock(), Lease.__table__
+        held = {"holder": self.holder, "expires_at": now + self.ttl}
+        free = or_(table.c.holder.is_(None), table.c.expires_at.is_(None), table.c.expires_at < now)
+        try:
+            if not db.session.execute(table.update().where(table.c.name == self.name, free).values(held)).rowcount:
+                db.session.execute(table.insert().values(name=self.name, **held))
+            db.session.commit()
+        except IntegrityError:  # the row exists and is held, or another instance created it just now
+            db.session.rollback()
+            return False
+        self.renewed_at = now
+        return True
+
+    def renew(self) -> None:
+        """Extend the lease when a good part of it has passed; LeaseLost when another holder has it now."""
+        now, table = self.clock(), Lease.__table__
+        if self.renewed_at is not None and now - self.renewed_at < RENEW_AFTER:
+            return
+        extend = table.update().where(table.c.name == self.name, table.c.holder == self.holder)
+        kept = db.session.execute(extend.values(expires_at=now + self.ttl)).rowcount
+        db.session.commit()
+        if not kept:
+            raise LeaseLost(self.name)
+        self.renewed_at = now
+
+    def release(self) -> None:
+        db.session.rollback()  # whatever failed before must not keep the lease from being released
+        table = Lease.__table__
+        mine = table.c.name == self.name, table.c.holder == self.holder
+        db.session.execute(table.update().where(*mine).values(holder=None, expires_at=None))
+        db.session.commit()
+
+    def current(self) -> Lease | None:
+        """The lease row as it is now (who holds it, until when)."""
+        return db.session.scalar(select(Lease).where(Lease.name == self.name))
+
+
+# -- the walk ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Walk:
+    """One walk through one list (current or archived), and what it found out on the way."""
+
+    archived: bool
+    since: datetime | None = None  # stop after the first page that lists a flow created before this
+    known: frozenset[str] = frozenset()  # stop after the first page that lists one of these (and skip them)
+    limit: int = PAGE_SIZE
+    by_offset: bool = False  # followed offsets: a flow that moved during the walk may have been skipped
+    first_ids: frozenset[str] = frozenset()
+
+    def observations(self, page: FlowPage, seen_at: datetime) -> list[Observation]:
+        items = (item for item in page.items if item.id not in self.known)
+        return [observation for item in items if (observation := from_summary(item, self.archived, seen_at, SYNC))]
+
+    def reached(self, page: FlowPage) -> bool:
+        """Whether the walk has gone back as far as it should (`since`, or a flow it knows)."""
+        older = self.since and any(item.created_at and item.created_at < self.since for item in page.items)
+        return bool(older) or any(item.id in self.known for item in page.items)
+
+
+def walk_pages(client: FlowClient, walk: Walk) -> Iterator[FlowPage]:
+    """The list's pages, newest first; WalkStopped instead of a page already walked."""
+    after, at, previous, asked = None, (), None, set()
+    while True:
+        page = client.list_flows(walk.limit, walk.archived, starting_after=after, position=dict(at) or None)
+        if repeats_previous_page(after, previous, page):
+            raise WalkStopped(REPEATED)
+        walk.first_ids = walk.first_ids or frozenset(item.id for item in page.items if item.id)
+        yield page
+        if walk.reached(page):
+            return
+        step = next_step(page, walk.limit, at)
+        if step.problem:
+            raise WalkStopped(step.problem)
+        if not (step.at or step.after):
+            return  # the end of the list
+        position = step.at or (("starting_after", step.after),)
+        if position in asked:
+            raise WalkStopped(CIRCLE)
+        asked.add(position)
+        after, at, previous = step.after, step.at, fingerprint(page)
+        walk.by_offset = walk.by_offset or any(key == "offset" for key, _ in at)
+
+
+# -- writing while walking -----------------------------------------------------------------------
+
+
+class PageWriter:
+    """Writes each page in a thread of its own while the caller fetches the next one."""
+
+    def __init__(self, app: Flask, lease: DatabaseLease, report: SyncReport, progress=None):
+        self.app, self.lease, self.report, self.progress = app, lease, report, progress
+        self.index_key = app.extensions["portal.settings"].index_key
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="flows-sync-writer")
+        self._pending: Future | None = None
+
+    def write_walk(self, client: FlowClient, walk: Walk) -> None:
+        try:
+            for page in walk_pages(client, walk):
+                self.report.without_id += page.items_without_id
+                self._put(walk.observations(page, self.lease.clock()))
+        finally:
+            self.wait()  # what was fetched is written, also when the walk stopped
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self.report.count(pending.result())
+            if self.progress:
+                self.progress(self.report)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def _put(self, observations: list[Observation]) -> None:
+        self.wait()
+        self._pending = self._pool.submit(self._write, observations)
+
+    def _write(self, observations: list[Observation]) -> Applied:
+        with self.app.app_context():
+            self.lease.renew()  # also a fence: once another sync holds the lease, this one writes nothing
+            return apply_observations(observations, self.index_key)
+
+
+# -- the sync ------------------------------------------------------------------------------------
+
+
+def run_sync(
+    lists: tuple[bool, ...] = CURRENT,
+    since: datetime | None = None,
+    *,
+    clock: Clock = utc_now,
+    progress: Callable[[SyncReport], None] | None = None,
+    limit: int = PAGE_SIZE,
+) -> SyncReport:
+    """Walk `lists` (CURRENT, ARCHIVED or ALL) into the index under the sync lease.
+
+    Raises SyncLocked when another sync holds the lease, SyncStopped when this one cannot finish.
+    """
+    app = current_app._get_current_object()
+    lease = DatabaseLease(LEASE_NAME, clock)
+    if not lease.acquire():
+        held = lease.current()
+        raise SyncLocked(held.holder if held else None, held.expires_at if held else None)
+    report, started, began = SyncReport(lists, since), clock(), time.monotonic()
+    writer = PageWriter(app, lease, report, progress)
+    try:
+        _walk_and_mark_gone(app.extensions["flow_client"], writer, started, limit)
+    except FlowApiError as error:
+        raise SyncStopped(report, str(error), error) from None
+    except WalkStopped as stop:
+        raise SyncStopped(report, STOP_REASONS[str(stop)]) from None
+    except LeaseLost:
+        raise SyncStopped(report, "another sync took the lock over (this one stalled past its lease)") from None
+    finally:
+        writer.close()
+        lease.release()
+        report.seconds = time.monotonic() - began
+    return report
+
+
+def _walk_and_mark_gone(client: FlowClient, writer: PageWriter, started: datetime, limit: int) -> None:
+    report = writer.report
+    walks = [Walk(archived, report.since, limit=limit) for archived in report.lists]
+    for walk in walks:  # current before archived: a flow archived meanwhile is then met in the second walk
+        writer.write_walk(client, walk)
+    report.gone_note = _why_gone_is_uncertain(report, walks)
+    if report.gone_note is None:
+        # Flows created during the walk are newer than its first page: list them before judging what is gone.
+        since = started - CATCH_UP_MARGIN
+        writer.write_walk(client, Walk(False, since, known=walks[0].first_ids, limit=limit))
+        report.gone = mark_gone(started, None)
+
+
+def _why_gone_is_uncertain(report: SyncReport, walks: list[Walk]) -> str | None:
+    if report.lists != ALL:
+        return "only --all walks every flow"
+    if report.since:
+        return "--since walks only the newest flows"
+    if any(walk.by_offset for walk in walks):
+        return "the Flow Service pages by offset, so a flow that moved during the walk may have been skipped"
+    if report.without_id:
+        return "the Flow Service listed flows without an id"
+    return None
