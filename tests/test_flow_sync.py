@@ -263,8 +263,9 @@ def test_a_failure_in_the_middle_keeps_what_was_fetched(alt_app, alt):
 
     with alt_app.app_context(), pytest.raises(SyncStopped) as stopped:
         run_sync(ALL, progress=fail_after_first_page, limit=10)
-    assert stopped.value.error is not None and stopped.value.report.pages == 2
-    assert row_count(alt_app) == (20, 20)
+    report = stopped.value.report
+    assert stopped.value.error is not None and report.pages >= 2, "pages fetched before the failure are written"
+    assert row_count(alt_app) == (report.seen, report.seen) and report.seen >= 20
 
 
 # -- the lease ---------------------------------------------------------------------------------
@@ -352,13 +353,15 @@ def test_the_command_reports_a_held_lock_and_exits_0(sync_app, sandbox):
 # -- the command -------------------------------------------------------------------------------
 
 
-def test_progress_is_reported_for_every_page_written(sync_app, sandbox):
+def test_progress_is_reported_for_every_write(sync_app, sandbox):
     for _ in range(11):
         sandbox.create()
     pages = []
     with sync_app.app_context():
         report = run_sync(progress=lambda report: pages.append((report.pages, report.seen)), limit=5)
-    assert pages == [(1, 5), (2, 10), (3, 11)] and report.pages == 3
+    # A write may carry several pages (fetched while the previous write ran); the counts only grow.
+    assert pages == sorted(pages) and pages[-1] == (3, 11) and report.pages == 3
+    assert all(seen == min(5 * written, 11) for written, seen in pages)
 
 
 @pytest.mark.parametrize(

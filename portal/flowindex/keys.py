@@ -55,13 +55,22 @@ def read_national_id(value: str | None, country: str | None = None) -> NationalI
     """The id as a NationalId when it is valid (for `country`, or for the one country it fits)."""
     if not isinstance(value, str) or not value.strip():
         return None
-    countries = (country,) if country in _READERS else tuple(_READERS)
+    countries = (country,) if country in _READERS else _likely_first(value.strip())
     for candidate in countries:
         try:
             return _READERS[candidate](value.strip())
         except (ValidationError, ValueError):
             continue
     return None
+
+
+def _likely_first(value: str) -> tuple[str, ...]:
+    """Every country, the one the number's shape suggests first (a failed validation costs an exception)."""
+    if value.isdigit() and len(value) == 11:
+        return ("no", "se", "fi")
+    if value[-1:].isalpha():
+        return ("fi", "se", "no")
+    return ("se", "fi", "no")
 
 
 def _norwegian(value: str) -> NationalId:

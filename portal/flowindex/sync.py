@@ -1,9 +1,9 @@
 """`flows sync`: walk the Flow Service's list into the flow index, one sync at a time across instances.
 
 The walk follows the service's pages as the list page does (`listing.next_step`) and stops instead
-of looping when the service repeats a page or a position. Each page is written while the next one is
-fetched (one writer thread), so the writes hide behind the service's latency and memory holds two
-pages at most. A lease row in the database lets one instance sync at a time: another one, from cron on
+of looping when the service repeats a page or a position. Pages are written while the next ones are
+fetched (one writer thread; pages fetched meanwhile go in the next write together, a few at most), so
+the writes hide behind the service's latency. A lease row in the database lets one instance sync at a time: another one, from cron on
 another host, says so and leaves; a holder that crashed loses the lease when it expires.
 """
 
@@ -32,6 +32,7 @@ LEASE_NAME = "flows-sync"
 LEASE_TTL = timedelta(minutes=5)
 RENEW_AFTER = timedelta(seconds=30)  # a write renews the lease once this much of it has passed
 PAGE_SIZE = 100  # the most DESIGN §3 allows per page
+BUFFERED_PAGES = 5  # pages fetched ahead of a slow database at most (memory: BUFFERED_PAGES + 1 pages)
 # The catch-up walk after a full sync stops at flows this much older than the sync's start, should the
 # flows it knows from the first page be gone: the service's clock may differ from ours.
 CATCH_UP_MARGIN = timedelta(hours=1)
@@ -62,8 +63,8 @@ class SyncReport:
     without_id: int = 0
     seconds: float = 0.0
 
-    def count(self, applied: Applied) -> None:
-        self.pages += 1
+    def count(self, applied: Applied, pages: int = 1) -> None:
+        self.pages += pages
         self.seen, self.new, self.changed = (
             self.seen + len(applied.seen),
             self.new + len(applied.new),
@@ -212,13 +213,19 @@ def walk_pages(client: FlowClient, walk: Walk) -> Iterator[FlowPage]:
 
 
 class PageWriter:
-    """Writes each page in a thread of its own while the caller fetches the next one."""
+    """Writes pages in a thread of its own while the caller fetches the next ones.
+
+    Pages fetched while a write is under way wait in a buffer and go in the next write together (up
+    to BUFFERED_PAGES): fewer, larger transactions when the database is the slower side.
+    """
 
     def __init__(self, app: Flask, lease: DatabaseLease, report: SyncReport, progress=None):
         self.app, self.lease, self.report, self.progress = app, lease, report, progress
         self.index_key = app.extensions["portal.settings"].index_key
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="flows-sync-writer")
         self._pending: Future | None = None
+        self._buffer: list[Observation] = []
+        self._buffered_pages = 0
 
     def write_walk(self, client: FlowClient, walk: Walk) -> None:
         try:
@@ -226,12 +233,13 @@ class PageWriter:
                 self.report.without_id += page.items_without_id
                 self._put(walk.observations(page, self.lease.clock()))
         finally:
-            self.wait()  # what was fetched is written, also when the walk stopped
+            self._submit()  # what was fetched is written, also when the walk stopped
+            self.wait()
 
     def wait(self) -> None:
         pending, self._pending = self._pending, None
         if pending is not None:
-            self.report.count(pending.result())
+            self.report.count(*pending.result())
             if self.progress:
                 self.progress(self.report)
 
@@ -239,13 +247,23 @@ class PageWriter:
         self._pool.shutdown(wait=True)
 
     def _put(self, observations: list[Observation]) -> None:
-        self.wait()
-        self._pending = self._pool.submit(self._write, observations)
+        self._buffer += observations
+        self._buffered_pages += 1
+        writing = self._pending is not None and not self._pending.done()
+        if not writing or self._buffered_pages >= BUFFERED_PAGES:
+            self._submit()
 
-    def _write(self, observations: list[Observation]) -> Applied:
+    def _submit(self) -> None:
+        if not self._buffered_pages:
+            return
+        self.wait()
+        batch, pages, self._buffer, self._buffered_pages = self._buffer, self._buffered_pages, [], 0
+        self._pending = self._pool.submit(self._write, batch, pages)
+
+    def _write(self, observations: list[Observation], pages: int) -> tuple[Applied, int]:
         with self.app.app_context():
             self.lease.renew()  # also a fence: once another sync holds the lease, this one writes nothing
-            return apply_observations(observations, self.index_key)
+            return apply_observations(observations, self.index_key), pages
 
 
 # -- the sync ------------------------------------------------------------------------------------
