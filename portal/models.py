@@ -84,6 +84,8 @@ class WebhookEvent(db.Model):
     event_type: Mapped[str | None] = mapped_column(String(100), index=True)
     flow_id: Mapped[str | None] = mapped_column(String(100), index=True)
     reference_id: Mapped[str | None] = mapped_column(String(100), index=True)
+    # The reference in lower case: the events filter finds a reference whatever its case, by index.
+    reference_key: Mapped[str | None] = mapped_column(String(100), index=True)
     status: Mapped[str | None] = mapped_column(String(40))
     occurred_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     occurred_at_raw: Mapped[str | None] = mapped_column(String(64))  # the time as sent, when it was unusable
@@ -161,9 +163,11 @@ class FlowRecord(db.Model):
     # sources tell different parts of a flow, so each part has its own time.
     status_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # the consent status
     lifecycle_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
-    state_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # archived, incidents, version
+    archived_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    state_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # incidents, version
     status_source: Mapped[str | None] = mapped_column(String(16))  # which source said the consent status
     lifecycle_source: Mapped[str | None] = mapped_column(String(16))
+    archived_source: Mapped[str | None] = mapped_column(String(16))
     changed_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)  # last change the portal saw
     change_source: Mapped[str] = mapped_column(String(16))  # create, list, detail, webhook, sync
     seen_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)  # last time any source named it

@@ -521,7 +521,7 @@ def test_a_flat_event_is_linked_to_its_flow_and_shown(plain_app):
     assert row.occurred_at == datetime(2026, 11, 28, 10, tzinfo=timezone.utc)
     with plain_app.app_context():
         assert [event.id for event in events_for_flow("4711", None)] == [row.id]
-        assert [event.id for event in events_for_flow("other", "LA-20002")] == [row.id]
+        assert events_for_flow("other", "LA-20002") == [], "another flow with the same reference does not get it"
     staff = staff_client(plain_app)
     listing = staff.get("/events?flow=4711").text
     assert "flow.status_changed" in listing and "/flows/4711" in listing and "Accepted" in listing

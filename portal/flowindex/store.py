@@ -20,7 +20,8 @@ BATCH = 500
 STATE_PARTS = (
     (("consent_status",), "status_at", "status_source"),
     (("lifecycle",), "lifecycle_at", "lifecycle_source"),
-    (("archived", "has_incidents", "version", "updated_at"), "state_at", None),
+    (("archived",), "archived_at", "archived_source"),
+    (("has_incidents", "version", "updated_at"), "state_at", None),
 )
 # What a flow is from its creation on: filled in by any source that knows it.
 IDENTITY_FIELDS = ("reference_id", "flow_number", "created_at", "last_name", "country")

@@ -4,14 +4,16 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import aliased
 
 from ..extensions import db
 from ..flowapi.models import parse_timestamp
-from ..models import RejectedDelivery, WebhookEvent
+from ..models import FlowRecord, RejectedDelivery, WebhookEvent
 from ..paging import KeysetPage, newest_first
 from .schemes import Verified
 from .shape import EventFields
@@ -67,12 +69,14 @@ def record_event(
 ) -> bool:
     """Commit the event; False when an event with this id was stored before (a redelivery)."""
     occurred_at = storable_moment(fields.timestamp)
+    reference_id = clean_text(fields.reference_id, 100)
     db.session.add(
         WebhookEvent(
             event_id=event_id,
             event_type=clean_text(fields.event_type, 100),
             flow_id=clean_text(fields.flow_id, 100),
-            reference_id=clean_text(fields.reference_id, 100),
+            reference_id=reference_id,
+            reference_key=reference_id.lower() if reference_id else None,
             status=clean_text(fields.status, 40),
             occurred_at=occurred_at,
             occurred_at_raw=clean_text(fields.timestamp, 64) if occurred_at is None else None,
@@ -122,22 +126,133 @@ def record_rejection(reason: str, source_ip: str | None, headers: dict, body_hea
 
 
 def events_for_flow(flow_id: str, reference_id: str | None) -> list[WebhookEvent]:
-    """The flow's events, oldest first: its timeline."""
+    """The flow's events, oldest first: its timeline.
+
+    Events are the flow's by flow id. An event without a flow id is the flow's by its reference only
+    while that reference is unique: references can repeat, and another person's events must not show.
+    """
     match = WebhookEvent.flow_id == flow_id
-    if reference_id:
-        match = or_(match, WebhookEvent.reference_id == reference_id)
+    if reference_id and reference_is_only(flow_id, reference_id):
+        match = or_(match, and_(WebhookEvent.flow_id.is_(None), WebhookEvent.reference_id == reference_id))
     ordered = (func.coalesce(WebhookEvent.occurred_at, WebhookEvent.received_at), WebhookEvent.id)
     return list(db.session.scalars(select(WebhookEvent).where(match).order_by(*ordered).limit(500)))
 
 
-def find_events(*, event_type: str | None, flow: str | None, before: int | None, limit: int) -> KeysetPage:
-    """Newest first, filtered by type and by flow id or referenceId."""
+def reference_is_only(flow_id: str, reference_id: str) -> bool:
+    """No other flow has `reference_id`: none in the index, none named by an event that carries it."""
+    other_flow = select(FlowRecord.id).where(FlowRecord.reference_id == reference_id, FlowRecord.flow_id != flow_id)
+    other_event = select(WebhookEvent.id).where(
+        WebhookEvent.reference_id == reference_id,
+        WebhookEvent.flow_id.is_not(None),
+        WebhookEvent.flow_id != flow_id,
+    )
+    return not db.session.scalar(select(or_(other_flow.exists(), other_event.exists())))
+
+
+def left_out_by_reference(flow_id: str, reference_id: str | None) -> int:
+    """How many events carry the flow's reference but no flow id and stay off its timeline (the reference repeats)."""
+    if not reference_id or reference_is_only(flow_id, reference_id):
+        return 0
+    query = select(func.count(WebhookEvent.id)).where(
+        WebhookEvent.flow_id.is_(None), WebhookEvent.reference_id == reference_id
+    )
+    return db.session.scalar(query)
+
+
+def _unlinked():
+    """Events no flow's timeline shows: no flow id, and no reference that names exactly one flow.
+
+    A reference names one flow when the index has one flow with it and no event names another flow
+    beside it.
+    """
+    other = aliased(WebhookEvent)
+    owners = select(func.count(FlowRecord.id)).where(FlowRecord.reference_id == WebhookEvent.reference_id)
+    another_flow = (
+        select(other.id)
+        .join(FlowRecord, FlowRecord.reference_id == other.reference_id)
+        .where(other.reference_id == WebhookEvent.reference_id, other.flow_id.is_not(None))
+        .where(other.flow_id != FlowRecord.flow_id)
+    )
+    return and_(
+        WebhookEvent.flow_id.is_(None),
+        or_(
+            WebhookEvent.reference_id.is_(None),
+            owners.scalar_subquery() != 1,
+            another_flow.exists(),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ReferenceLink:
+    """What the reference of an event without a flow id names: one flow (then linked to it), none or several."""
+
+    reference_id: str | None
+    flows: int  # 0 when no flow in the index has the reference (or the event carries none)
+    flow_id: str | None  # the one flow, when the reference names exactly one
+
+    @property
+    def linked(self) -> bool:
+        return self.flow_id is not None
+
+
+def reference_links(events: list[WebhookEvent]) -> dict[int, ReferenceLink]:
+    """For each event without a flow id (by row id), the flow its reference names, as `_unlinked` decides."""
+    references = {event.reference_id for event in events if event.reference_id and not event.flow_id}
+    indexed: dict[str, set[str]] = {reference: set() for reference in references}
+    named: dict[str, set[str]] = {reference: set() for reference in references}
+    if references:
+        query = select(FlowRecord.reference_id, FlowRecord.flow_id).where(FlowRecord.reference_id.in_(references))
+        for reference, flow_id in db.session.execute(query):
+            indexed[reference].add(flow_id)
+        query = (
+            select(WebhookEvent.reference_id, WebhookEvent.flow_id)
+            .where(WebhookEvent.reference_id.in_(references), WebhookEvent.flow_id.is_not(None))
+            .distinct()
+        )
+        for reference, flow_id in db.session.execute(query):
+            named[reference].add(flow_id)
+    links = {}
+    for event in events:
+        if event.flow_id:
+            continue
+        reference = event.reference_id
+        owners = indexed[reference] | named[reference] if reference and indexed[reference] else set()
+        only = next(iter(owners)) if len(owners) == 1 else None
+        links[event.id] = ReferenceLink(reference, len(owners), only)
+    return links
+
+
+def _matching(event_type: str | None, flow: str | None, unlinked: bool):
     query = select(WebhookEvent)
     if event_type:
         query = query.where(WebhookEvent.event_type == event_type)
     if flow:
-        query = query.where(or_(WebhookEvent.flow_id == flow, WebhookEvent.reference_id == flow))
-    return newest_first(query, WebhookEvent, before, limit)
+        # A flow id exactly; a reference whatever its case (staff type what the customer reads out).
+        query = query.where(or_(WebhookEvent.flow_id == flow, WebhookEvent.reference_key == flow.lower()))
+    if unlinked:
+        query = query.where(_unlinked())
+    return query
+
+
+def find_events(
+    *, event_type: str | None, flow: str | None, before: int | None, limit: int, unlinked: bool = False
+) -> KeysetPage:
+    """Newest first, filtered by type, by flow id or reference, and to the unlinked events."""
+    return newest_first(_matching(event_type, flow, unlinked), WebhookEvent, before, limit)
+
+
+def iter_matching_events(
+    *, event_type: str | None, flow: str | None, unlinked: bool = False, batch: int = 500
+) -> Iterator[WebhookEvent]:
+    """Every event `find_events` would page through, newest first, read in batches."""
+    before = None
+    while True:
+        page = find_events(event_type=event_type, flow=flow, before=before, limit=batch, unlinked=unlinked)
+        yield from page.rows
+        if page.next_before is None:
+            return
+        before = page.next_before
 
 
 def event_types() -> list[str]:

@@ -1,0 +1,150 @@
+"""Timelines by flow id, unlinked events and the events CSV.
+
+Flows live in a real sandbox over HTTP; its webhooks reach a served portal, or a test posts signed
+events itself; the store is SQLite and PostgreSQL.
+"""
+
+import csv
+import html
+import io
+import re
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+from support import PASSWORD, sign_in
+from test_webhooks import deliver
+
+from portal.extensions import db
+from portal.models import AuditEntry, User, WebhookEvent
+from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
+
+
+@pytest.fixture
+def status_app(make_app, database_url):
+    return make_app(database=database_url, WTF_CSRF_ENABLED=False)
+
+
+@pytest.fixture
+def staff(status_app):
+    with status_app.app_context():
+        user = User(username="kari", role="viewer")
+        user.set_password(PASSWORD)
+        db.session.add(user)
+        db.session.commit()
+    client = status_app.test_client()
+    assert sign_in(client, "kari").status_code == 302
+    return client
+
+
+def written(app) -> None:
+    assert app.extensions["flow_index"].flush(10), "the index writer did not finish"
+
+
+def timeline_link(app, event_id: str) -> str:
+    """How a flow's timeline links to the event: by its row."""
+    with app.app_context():
+        row = db.session.query(WebhookEvent).filter_by(event_id=event_id).one().id
+    return f'href="/events/{row}"'
+
+
+def post_event(app, *, flow_id=None, reference_id=None, status="Opened", event_type="flow.status_changed", **data):
+    """Sign and post one event with the sandbox's demo secret (the portal's in these tests); its event id."""
+    moment = data.pop("timestamp", datetime.now(timezone.utc))
+    fields = {"flowId": flow_id, "referenceId": reference_id, "status": status} | data
+    payload = {
+        "id": str(uuid.uuid4()),
+        "type": event_type,
+        "timestamp": moment.isoformat(),
+        "data": {name: value for name, value in fields.items() if value is not None},
+    }
+    answer = deliver(app.test_client(), payload, secret=DEMO_WEBHOOK_SECRET, message_id=payload["id"])
+    assert answer.status_code == 200, answer.text
+    return payload["id"]
+
+
+# -- timelines and unlinked events ---------------------------------------------------------------
+
+
+def test_a_timeline_shows_only_its_own_flows_events_when_a_reference_repeats(status_app, staff, sandbox):
+    first, second, alone = sandbox.create(), sandbox.create(), sandbox.create()
+    shared = first["referenceId"]
+    own = post_event(status_app, flow_id=first["flowId"], reference_id=shared, status="Opened")
+    # Another flow's event with the same reference: references are the lender's and can repeat.
+    other = post_event(status_app, flow_id=second["flowId"], reference_id=shared, status="Rejected")
+    no_id_shared = post_event(status_app, reference_id=shared, status="Accepted")
+    no_id_unique = post_event(status_app, reference_id=alone["referenceId"], status="Opened")
+    bare = post_event(status_app, status="Opened")
+
+    own, other, no_id_shared, no_id_unique, bare = (
+        (event_id, timeline_link(status_app, event_id)) for event_id in (own, other, no_id_shared, no_id_unique, bare)
+    )
+
+    first_page = staff.get(f"/flows/{first['flowId']}").text
+    assert own[1] in first_page and other[1] not in first_page and no_id_shared[1] not in first_page
+    assert other[1] in staff.get(f"/flows/{second['flowId']}").text
+    assert no_id_unique[1] in staff.get(f"/flows/{alone['flowId']}").text, "a unique reference links an event"
+
+    written(status_app)
+    unlinked = staff.get("/events?unlinked=1").text
+    assert no_id_shared[0] in unlinked and bare[0] in unlinked and no_id_unique[0] not in unlinked
+    assert own[0] not in unlinked and other[0] not in unlinked
+    reasons = [html.unescape(reason).strip() for reason in re.findall(r'unlinked-reason">(.*?)</span>', unlinked, re.S)]
+    assert sorted(reasons) == sorted(
+        ["No flow id and no reference.", f"No flow id, and 2 flows have the reference {shared}."]
+    )
+    everything = staff.get("/events").text
+    assert f'href="/flows/{alone["flowId"]}">{alone["referenceId"]}</a>' in everything, "linked by its reference"
+
+
+def test_an_event_whose_reference_no_known_flow_has_is_unlinked(status_app, staff):
+    event_id = post_event(status_app, reference_id="LA-UNKNOWN-1")
+    page = staff.get("/events?unlinked=1").text
+    assert event_id in page and "no flow the portal knows has the reference LA-UNKNOWN-1" in page
+
+
+# -- the events filter and export ----------------------------------------------------------------
+
+
+def test_the_flow_filter_finds_a_reference_in_any_case_and_a_flow_id_exactly(status_app, staff):
+    flow_id = "0f6a3c1e-flow-filter"
+    event_id = post_event(status_app, flow_id=flow_id, reference_id="LA-20040")
+    assert event_id in staff.get("/events?flow=%20la-20040%20").text
+    assert event_id in staff.get("/events?flow=LA-20040").text
+    assert event_id in staff.get(f"/events?flow={flow_id}").text
+    assert event_id not in staff.get(f"/events?flow={flow_id.upper()}").text
+
+
+def test_the_events_csv_is_the_filtered_list_streamed_audited_and_masked(status_app, staff):
+    person = "15108695088"
+    for index in range(3):
+        post_event(status_app, flow_id=f"flow-{index}", reference_id="LA-30001", nationalId=person, status="Opened")
+    post_event(status_app, flow_id="flow-other", reference_id="LA-30002", event_type="flow.incident")
+    page = staff.get("/events?flow=la-30001").text
+    assert 'href="/events/export.csv?flow=la-30001"' in page, "the Export CSV link keeps the filters"
+
+    answer = staff.get("/events/export.csv?flow=la-30001")
+    assert answer.status_code == 200 and answer.content_type == "text/csv; charset=utf-8"
+    assert answer.is_streamed and "attachment" in answer.headers["Content-Disposition"]
+    text = answer.get_data(as_text=True)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert list(rows[0]) == ["event_id", "type", "flow_id", "reference_id", "status", "occurred_at", "received_at"]
+    shown = re.findall(r'<code class="small">([^<]+)</code>', page)
+    assert [row["event_id"] for row in rows] == shown, "the CSV holds what the page lists, in its order"
+    assert {(row["flow_id"], row["reference_id"], row["status"]) for row in rows} == {
+        (f"flow-{index}", "LA-30001", "Opened") for index in range(3)
+    }
+    assert datetime.fromisoformat(rows[0]["received_at"]).tzinfo is not None
+    assert person not in text, "no full national id in the export"
+    with status_app.app_context():
+        [entry] = db.session.query(AuditEntry).filter_by(action="export_events").all()
+        assert (entry.username, entry.target) == ("kari", "flow=la-30001")
+
+    everything = list(csv.DictReader(io.StringIO(staff.get("/events/export.csv").get_data(as_text=True))))
+    assert len(everything) == 4
+    assert staff.get("/events/export.csv?flow=%3Cx%3E").status_code == 302
+
+
+def test_the_events_export_needs_sign_in(status_app):
+    answer = status_app.test_client().get("/events/export.csv")
+    assert answer.status_code == 302 and answer.headers["Location"].startswith("/login")
