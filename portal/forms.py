@@ -5,11 +5,13 @@ from urllib.parse import urlsplit
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
-from wtforms import HiddenField, PasswordField, SelectField, StringField, SubmitField
+from wtforms import DateField, HiddenField, PasswordField, SearchField, SelectField, StringField, SubmitField
 from wtforms.fields.choices import SelectChoice
-from wtforms.validators import DataRequired, EqualTo, Length, Optional, ValidationError
+from wtforms.validators import DataRequired, EqualTo, Length, Optional, Regexp, ValidationError
 
 from .accounts import MIN_PASSWORD
+from .flowindex.observations import CONSENT_STATUSES, LIFECYCLES
+from .listing import PAGE_SIZES
 from .models import ROLES
 from .nationalid import NUMBERS, NationalIdProblem, validate_national_id
 
@@ -131,3 +133,58 @@ class UserChangeForm(FlaskForm):
     role = SelectField(_l("Role"), choices=ROLE_CHOICES)
     save_role = SubmitField(_l("Save role"))
     toggle = SubmitField()
+
+
+ANY = SelectChoice("", _l("Any"))
+
+
+class FlowSearchForm(FlaskForm):
+    """The search box and filters of the flow list: a GET form, its state all in the query string.
+
+    `after`/`before` are keyset positions and `person` the keyed hash a national id was turned into;
+    the page writes them, a person never types them.
+    """
+
+    class Meta:
+        csrf = False  # a GET search changes nothing
+
+    q = SearchField(
+        _l("Search"),
+        validators=[Optional(), Length(max=100), printable],
+        description=_l(
+            "A reference (LA-10040), a flow id, a national id in any written form, or the start of a last name"
+        ),
+        render_kw={"autocomplete": "off", "spellcheck": "false"},
+    )
+    born = DateField(_l("Born"), validators=[Optional()], description=_l("Date of birth, to narrow a name"))
+    status = SelectField(_l("Consent status"), choices=[ANY, *CONSENT_STATUSES], default="")
+    lifecycle = SelectField(_l("Lifecycle"), choices=[ANY, *LIFECYCLES], default="")
+    country = SelectField(
+        _l("Country"), choices=[ANY, *(SelectChoice(code, name) for code, name in COUNTRY_NAMES.items())], default=""
+    )
+    created_from = DateField(_l("Created from"), validators=[Optional()], name="from")
+    created_to = DateField(_l("Created until"), validators=[Optional()], name="to")
+    incidents = SelectField(
+        _l("Incidents"),
+        choices=[ANY, SelectChoice("yes", _l("With incidents")), SelectChoice("no", _l("Without incidents"))],
+        default="",
+    )
+    archived = SelectField(_l("Which flows"), choices=["", "false", "true", "all"], default="")  # the tabs set it
+    sort = SelectField(
+        _l("Sort by"),
+        choices=[SelectChoice("created", _l("Created")), SelectChoice("changed", _l("Last change"))],
+        default="created",
+    )
+    order = SelectField(
+        _l("Order"),
+        choices=[SelectChoice("newest", _l("Newest first")), SelectChoice("oldest", _l("Oldest first"))],
+        default="newest",
+    )
+    limit = SelectField(_l("Per page"), choices=[str(size) for size in PAGE_SIZES], default=str(PAGE_SIZES[0]))
+    person = HiddenField(_l("National id"), validators=[Optional(), Regexp(r"[0-9a-f]{64}\Z")])
+    after = HiddenField()  # keyset positions: read by the search itself
+    before = HiddenField()
+
+    def validate_created_to(self, field) -> None:
+        if field.data and self.created_from.data and field.data < self.created_from.data:
+            raise ValidationError(_("The end of the date range is before its start."))

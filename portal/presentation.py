@@ -6,6 +6,7 @@ from zoneinfo import ZoneInfo
 
 from flask import Flask, current_app
 from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 
 MASK = "•"
 VISIBLE_TAIL = 3
@@ -18,6 +19,20 @@ STATUS_TONES = {
     "completed": "success",
     "cancelled": "neutral",
 }
+
+# Where the index learnt something about a flow (portal.flowindex.observations' sources).
+SOURCE_NAMES = {
+    "create": _l("created in the portal"),
+    "list": _l("the flow list"),
+    "detail": _l("the flow's page"),
+    "webhook": _l("a webhook event"),
+    "sync": _l("flows sync"),
+}
+
+
+def source_name(source: str | None) -> str:
+    """A source of the flow index as a person reads it."""
+    return str(SOURCE_NAMES.get(source or "", source or "—"))
 
 
 def mask_national_id(value: str | None) -> str:
@@ -86,6 +101,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(utc_time, "utctime")
     app.add_template_filter(status_tone, "tone")
     app.add_template_filter(shown, "shown")
+    app.add_template_filter(source_name, "source_name")
     app.add_template_filter(pretty_json, "pretty_json")
     app.add_template_filter(mask_personal_data, "mask_personal")
 

@@ -1,4 +1,4 @@
-"""Flows: the paged list with the archived filter, the detail page, creating a flow."""
+"""Flows: the list (live, or searched in the index, and its CSV export), the detail page, creating a flow."""
 
 import secrets
 from dataclasses import replace
@@ -8,6 +8,7 @@ from flask_babel import gettext as _
 from flask_login import current_user
 
 from ..audit import record_audit
+from ..csvexport import csv_response
 from ..errors import upstream_status
 from ..flowapi import (
     Conflict,
@@ -22,8 +23,11 @@ from ..flowapi import (
     ValidationFailed,
 )
 from ..flowindex.feed import saw_created, saw_detail, saw_page
-from ..forms import ConfirmForm, CreateFlowForm
+from ..flowindex.search import export_rows, flow_named, last_listed, search_page, status_counts
+from ..flowsearch import SearchQuery, read_search, wants_index
+from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm
 from ..listing import DEFAULT_LIMIT, FLOW_ID, ListQuery, navigate, parse_list_query
+from ..models import utc_now
 from ..security import role_required
 from ..submissions import SubmissionInProgress, claim_submission, forget_submission, settle_submission
 from ..webhooks.store import events_for_flow
@@ -41,7 +45,9 @@ def settings():
 
 @bp.get("")
 def index():
-    """The flow list, newest first, paged the way the service allows, never in a loop."""
+    """The flow list, newest first, paged the way the service allows, never in a loop; or a search of the index."""
+    if wants_index(request.args):
+        return _search()
     query, problems = parse_list_query(request.args)
     if problems:
         for problem in problems:
@@ -59,7 +65,80 @@ def index():
         return redirect(query.url())
     saw_page(page, query.archived)
     nav = navigate(query, page)
-    return render_template("flows/index.html", page=page, query=query, nav=nav, notices=notices + nav.notices)
+    return render_template(
+        "flows/index.html",
+        page=page,
+        query=query,
+        nav=nav,
+        notices=notices + nav.notices,
+        search_form=FlowSearchForm(formdata=None),
+    )
+
+
+def _search():
+    """Flows found in the index: straight to a flow named exactly, else a filtered, counted keyset page."""
+    query, problems = read_search(request.args)
+    if problems:
+        return _without_unusable_values(query, problems)
+    if query.national_id:  # an address never keeps a national id: search by its keyed hash instead
+        return redirect(query.url(q=None, person=query.national_id.keyed_hash(settings().index_key)))
+    if query.text and not query.positioned and (flow_id := flow_named(query.text)):
+        return redirect(url_for("flows.detail", flow_id=flow_id))
+    page = search_page(query.search, query.limit, query.after, query.before)
+    if query.before and page.previous_before is None:
+        return redirect(query.url())  # back at the start: the first page, whole
+    person = _audit_person_search(query, page.rows)
+    counts = status_counts(query.search)
+    return render_template(
+        "flows/search.html", query=query, page=page, counts=counts, person=person, synced=last_listed(), now=utc_now()
+    )
+
+
+def _without_unusable_values(query: SearchQuery, problems: list[str]):
+    """Say which values could not be used, and show the search without them."""
+    for problem in problems:
+        flash(problem, "warning")
+    return redirect(query.url())
+
+
+def _audit_person_search(query: SearchQuery, rows) -> str | None:
+    """Write a search by national id to the audit log (its masked form and hash, never the id); the mask."""
+    if not query.search.person:
+        return None
+    masked = next((row.national_id_masked for row in rows if row.national_id_masked), None)
+    target = f"national id {masked or '?'} hash:{query.search.person[:12]}"
+    record_audit(current_user.username, "search_national_id", target)
+    return masked
+
+
+EXPORT_COLUMNS = (
+    "reference_id",
+    "flow_id",
+    "last_name",
+    "national_id_masked",
+    "country",
+    "consent_status",
+    "lifecycle",
+    "archived",
+    "has_incidents",
+    "created_at",
+    "changed_at",
+    "change_source",
+    "seen_at",
+)
+
+
+@bp.get("/export.csv")
+def export():
+    """The searched and filtered flows as CSV, every page of them, streamed; each export is audited."""
+    query, problems = read_search(request.args)
+    if problems:
+        return _without_unusable_values(query, problems)
+    if query.national_id:
+        query = query.with_person(query.national_id.keyed_hash(settings().index_key))
+    record_audit(current_user.username, "export_flows", query.describe())
+    rows = ([getattr(row, column) for column in EXPORT_COLUMNS] for row in export_rows(query.search))
+    return csv_response(f"flows-{utc_now():%Y%m%d-%H%M%S}.csv", list(EXPORT_COLUMNS), rows)
 
 
 def _fetch_page(query: ListQuery) -> tuple[ListQuery, FlowPage, list[str]]:
@@ -111,6 +190,8 @@ def _render_detail(flow_id: str, revealed: bool = False):
 @bp.get("/<flow_id>")
 def detail(flow_id: str):
     """Everything the service knows about one flow, and the webhook events received for it."""
+    if (named := flow_named(flow_id)) and named != flow_id:  # a reference (/flows/LA-10040): to its flow
+        return redirect(url_for("flows.detail", flow_id=named))
     return _render_detail(flow_id)
 
 

@@ -155,6 +155,29 @@ def test_consent_in_the_sandbox_shows_up_as_a_timeline(page, stack, shot):
     shot("events")
 
 
+def test_find_a_flow_by_last_name_in_one_step(page, stack, shot, console_errors):
+    sign_in(page, stack)
+    page.goto(f"{stack.url}/flows/new")
+    page.get_by_label("National id").fill("15108695088")
+    page.get_by_label("Last name").fill("Bjørnstad")
+    page.get_by_role("button", name="Create flow").click()
+    heading = page.get_by_role("heading", level=1)
+    expect(heading).to_have_text(re.compile(r"LA-\d+"))
+    reference = heading.inner_text()
+    assert stack.portal_app.extensions["flow_index"].flush(10), "the index writer did not finish"
+    page.goto(f"{stack.url}/flows")
+    page.get_by_label("Search", exact=True).fill("bjorn")
+    page.get_by_role("button", name="Search", exact=True).click()
+    row = page.locator("tr[data-flow-id]")
+    expect(row).to_have_count(1)
+    expect(row).to_contain_text("Bjørnstad")
+    expect(row).to_contain_text(reference)
+    shot("flows-search")
+    row.get_by_role("link", name=reference).click()
+    expect(heading).to_have_text(reference)
+    assert console_errors == []
+
+
 def test_reveal_and_audit(page, stack, shot):
     sign_in(page, stack)
     page.locator("tr[data-flow-id] a").first.click()
@@ -176,7 +199,7 @@ def test_keyboard_reaches_the_list(page, stack):
     sign_in(page, stack, "viewer")
     page.keyboard.press("Tab")
     expect(page.locator(":focus")).to_have_text("Skip to content")
-    for _ in range(12):
+    for _ in range(30):  # past the navigation, the search form and the tabs
         page.keyboard.press("Tab")
         if page.evaluate("document.activeElement.closest('tr[data-flow-id]') !== null"):
             break
@@ -201,6 +224,7 @@ def test_every_page_is_accessible_in_both_languages(page, stack, shot):
     pages = {
         "flows": "/flows",
         "archived": "/flows?archived=true",
+        "search": "/flows?archived=all&status=Accepted",
         "detail": flow_path,
         "new": "/flows/new",
         "events": "/events",

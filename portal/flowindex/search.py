@@ -1,0 +1,233 @@
+"""Finding flows in the index: the search box, the filters, counts, keyset pages and the export.
+
+Every query is driven by an index of `flow_index`: a reference or flow id by its own index, a
+national id by its keyed hash, a last name by a prefix of its search key, and a filtered list by
+the (filter, sort column, id) indexes walked in order. Pages are keyset pages on (sort column, id),
+so rows arriving meanwhile never shift a page; flows with no creation time sort as the oldest.
+"""
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import date, datetime, time, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+from flask import current_app
+from sqlalchemy import func, or_, select, tuple_
+
+from ..extensions import db
+from ..models import FlowRecord
+from ..paging import MAX_ROW_ID
+from .keys import name_key
+
+SORT_COLUMNS = {"created": FlowRecord.created_at, "changed": FlowRecord.changed_at}
+EXPORT_CHUNK = 1000
+MAX_IDENTIFIER = 100  # the length of reference_id and flow_id
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_POSITION = re.compile(r"(n|-?[0-9]{1,19})\.([0-9]{1,10})")
+
+
+@dataclass(frozen=True)
+class FlowSearch:
+    """What to find: the search box, the filters and the order; None or empty means "any"."""
+
+    text: str | None = None  # a reference, flow id or last-name prefix
+    person: str | None = None  # the keyed hash of a national id
+    born: date | None = None
+    status: str | None = None
+    lifecycle: str | None = None
+    country: str | None = None
+    created_from: date | None = None  # days in PORTAL_TIMEZONE, both included
+    created_to: date | None = None
+    incidents: bool | None = None
+    archived: bool | None = False  # None: current and archived
+    sort: str = "created"
+    oldest_first: bool = False
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a keyset page starts: a row's sort value (None when it has none) and its row id."""
+
+    value: datetime | None
+    row: int
+
+    @classmethod
+    def of(cls, record: FlowRecord, sort: str) -> "Position":
+        return cls(getattr(record, SORT_COLUMNS[sort].key), record.id)
+
+    @classmethod
+    def parse(cls, token: str | None) -> "Position | None":
+        """The position a token names, or None when it names none."""
+        match = _POSITION.fullmatch(token or "")
+        if not match or not 0 < int(match[2]) <= MAX_ROW_ID:
+            return None
+        if match[1] == "n":
+            return cls(None, int(match[2]))
+        try:
+            return cls(EPOCH + timedelta(microseconds=int(match[1])), int(match[2]))
+        except OverflowError:
+            return None
+
+    @property
+    def token(self) -> str:
+        micros = "n" if self.value is None else str((self.value - EPOCH) // timedelta(microseconds=1))
+        return f"{micros}.{self.row}"
+
+
+@dataclass(frozen=True)
+class ResultPage:
+    rows: list[FlowRecord]
+    next_after: Position | None  # where the next page starts, None on the last one
+    previous_before: Position | None  # where the previous page ends, None on the first one
+
+
+def flow_named(text: str) -> str | None:
+    """The flow id of the one flow whose reference or flow id is `text` (in any letter case), else None."""
+    if len(text) > MAX_IDENTIFIER or not text.isprintable():
+        return None  # no reference or flow id looks like this (and PostgreSQL refuses a NUL)
+    found = db.session.scalars(select(FlowRecord.flow_id).where(_identifier_clause(text)).limit(2)).all()
+    return found[0] if len(found) == 1 else None
+
+
+def search_page(
+    search: FlowSearch, limit: int, after: Position | None = None, before: Position | None = None
+) -> ResultPage:
+    """One page of matching flows: the first, the one after `after`, or the one before `before`."""
+    if before is not None:
+        rows = _walk(search, backwards=True, start=before, limit=limit + 1)
+        earlier = len(rows) > limit
+        rows = rows[:limit][::-1]
+        return ResultPage(rows, _position(rows, -1, search), _position(rows, 0, search) if earlier else None)
+    rows = _walk(search, backwards=False, start=after, limit=limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    previous = _position(rows, 0, search) if after else None
+    return ResultPage(rows, _position(rows, -1, search) if more else None, previous)
+
+
+def status_counts(search: FlowSearch) -> dict[str | None, int]:
+    """How many flows match every filter but the consent status, per consent status (one GROUP BY)."""
+    query = (
+        select(FlowRecord.consent_status, func.count())
+        .where(*_conditions(replace(search, status=None)))
+        .group_by(FlowRecord.consent_status)
+    )
+    return dict(db.session.execute(query).all())
+
+
+def export_rows(search: FlowSearch, chunk: int = EXPORT_CHUNK) -> Iterator[FlowRecord]:
+    """Every matching flow in the page order, read a keyset chunk at a time (a long export holds no cursor)."""
+    start = None
+    while True:
+        rows = _walk(search, backwards=False, start=start, limit=chunk)
+        yield from rows
+        if len(rows) < chunk:
+            return
+        start = Position.of(rows[-1], search.sort)
+        db.session.expunge_all()  # the rows are written out: do not keep a million of them in the session
+
+
+def last_listed() -> datetime | None:
+    """When the service last listed a flow to the index (a sync, or a list page); None if it never did."""
+    return db.session.scalar(select(func.max(FlowRecord.listed_at)))
+
+
+def _position(rows: list[FlowRecord], at: int, search: FlowSearch) -> Position | None:
+    return Position.of(rows[at], search.sort) if rows else None
+
+
+def _walk(search: FlowSearch, backwards: bool, start: Position | None, limit: int) -> list[FlowRecord]:
+    """Up to `limit` matching rows from `start` on (not included), in page order or against it."""
+    descending = search.oldest_first == backwards
+    conditions = _conditions(search)
+    rows: list[FlowRecord] = []
+    for where, order in _segments(SORT_COLUMNS[search.sort], descending, start):
+        query = select(FlowRecord).where(*conditions, *where).order_by(*order).limit(limit - len(rows))
+        rows += db.session.scalars(query)
+        if len(rows) >= limit:
+            break
+    return rows
+
+
+def _segments(column, descending: bool, start: Position | None):
+    """The (where, order by) of each stretch of the walk from `start` on.
+
+    Rows without a sort value sort as the oldest. A NULL has no place in a row comparison, so they
+    are a stretch of their own; each stretch is one ordered walk of an index on (column, id).
+    """
+    row = FlowRecord.id
+    valued, unvalued = [column.is_not(None)], [column.is_(None)]
+    if start is not None and start.value is not None:
+        key = tuple_(column, row)
+        valued.append(key < (start.value, start.row) if descending else key > (start.value, start.row))
+    elif start is not None:
+        unvalued.append(row < start.row if descending else row > start.row)
+    valued_stretch = (valued, (column.desc(), row.desc()) if descending else (column.asc(), row.asc()))
+    unvalued_stretch = (unvalued, (row.desc(),) if descending else (row.asc(),))
+    in_unvalued = start is not None and start.value is None
+    if descending:  # valued rows, then those without a value; from an unvalued start only the latter remain
+        walk = [unvalued_stretch] if in_unvalued else [valued_stretch, unvalued_stretch]
+    else:  # from a valued start the unvalued rows lie behind
+        walk = [valued_stretch] if start is not None and not in_unvalued else [unvalued_stretch, valued_stretch]
+    if not column.nullable and not in_unvalued:
+        walk = [valued_stretch]
+    return walk
+
+
+def _conditions(search: FlowSearch) -> list:
+    """The WHERE terms of `search`."""
+    record = FlowRecord
+    terms = []
+    if search.text:
+        terms.append(_text_clause(search.text))
+    if search.person:
+        terms.append(record.national_id_hash == search.person)
+    if search.archived is not None:
+        terms.append(record.archived == search.archived)
+    for value, column in (
+        (search.born, record.birth_date),
+        (search.status, record.consent_status),
+        (search.lifecycle, record.lifecycle),
+        (search.country, record.country),
+    ):
+        if value is not None:
+            terms.append(column == value)
+    if search.incidents is not None:
+        terms.append(record.has_incidents.is_(True) if search.incidents else record.has_incidents.is_not(True))
+    if search.created_from:
+        terms.append(record.created_at >= _day_start(search.created_from))
+    if search.created_to:
+        terms.append(record.created_at < _day_start(search.created_to + timedelta(days=1)))
+    return terms
+
+
+def _text_clause(text: str):
+    """A reference or flow id in any letter case, or the start of a last name (any case, any diacritics)."""
+    clauses = [_identifier_clause(text)]
+    key = name_key(text)
+    if key:
+        clauses.append(_name_prefix(key))
+    return or_(*clauses)
+
+
+def _identifier_clause(text: str):
+    spellings = {text, text.upper(), text.lower()}  # equality keeps each column's own index usable
+    return or_(FlowRecord.reference_id.in_(spellings), FlowRecord.flow_id.in_(spellings))
+
+
+def _name_prefix(key: str):
+    """Names starting with `key`, as a prefix range the name index serves on each database.
+
+    A name key holds only [a-z0-9 '-], so neither LIKE's nor GLOB's wildcards need escaping. SQLite
+    uses an index for a case-sensitive GLOB, PostgreSQL for LIKE on the varchar_pattern_ops index.
+    """
+    if db.engine.dialect.name == "sqlite":
+        return FlowRecord.last_name_key.op("GLOB")(key + "*")
+    return FlowRecord.last_name_key.like(key + "%")
+
+
+def _day_start(day: date) -> datetime:
+    """Midnight starting `day` in PORTAL_TIMEZONE."""
+    zone = ZoneInfo(current_app.extensions["portal.settings"].timezone)
+    return datetime.combine(day, time(), tzinfo=zone).astimezone(timezone.utc)

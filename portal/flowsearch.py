@@ -1,0 +1,155 @@
+"""The searched flow list's state in the query string: which values are usable, and the links between pages.
+
+The flow list is live from the service until a search or filter is asked for; then it comes from
+the flow index. A national id is never kept in an address: the page turns it into its keyed hash
+(`person`) before showing anything.
+"""
+
+import re
+from dataclasses import dataclass, replace
+
+from flask import url_for
+from flask_babel import gettext as _
+from werkzeug.datastructures import MultiDict
+
+from .flowindex.keys import NationalId, read_national_id
+from .flowindex.search import FlowSearch, Position
+from .forms import FlowSearchForm
+
+# Parameters that ask for the index, with their values that do not (the live list's defaults).
+INDEX_PARAMETERS = {
+    "q": ("",),
+    "person": ("",),
+    "born": ("",),
+    "status": ("",),
+    "lifecycle": ("",),
+    "country": ("",),
+    "from": ("",),
+    "to": ("",),
+    "incidents": ("",),
+    "sort": ("", "created"),
+    "order": ("", "newest"),
+    "archived": ("", "true", "false"),  # the live list shows current or archived flows, not both
+}
+# The order parameters are written in links, and the values a link leaves out.
+DEFAULTS = {"archived": "", "sort": "created", "order": "newest", "limit": "10"}
+POSITIONS = ("after", "before")
+FILTERS = ("status", "lifecycle", "country", "incidents", "from", "to", "sort", "order", "limit")
+MAX_AUDIT_TARGET = 255
+# The shape of a Nordic national id (digits, separators, a Finnish century sign or check letter): a
+# mistyped one is dropped rather than kept in the address or searched as a name.
+NATIONAL_ID_SHAPE = re.compile(r"[0-9]{6,8}[ +A-Fa-fU-Yu-y-]?[0-9]{3,4}[0-9A-Ya-y]")
+
+
+def wants_index(args) -> bool:
+    """True when the query string asks for a search or a filter the live list cannot answer."""
+    return any(args.get(name, "").strip() not in plain for name, plain in INDEX_PARAMETERS.items())
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """A validated search: its parameters (as they go into links) and what they mean."""
+
+    args: dict[str, str]
+    search: FlowSearch
+    limit: int
+    after: Position | None
+    before: Position | None
+    national_id: NationalId | None  # the search box held a national id (to be looked up by its hash)
+    form: FlowSearchForm
+
+    @property
+    def positioned(self) -> bool:
+        return bool(self.after or self.before)
+
+    @property
+    def text(self) -> str | None:
+        return self.search.text
+
+    @property
+    def filtered(self) -> bool:
+        """Whether a filter or an order beside the search box is set (the filters are then shown open)."""
+        return any(self.args.get(name) not in (None, "", DEFAULTS.get(name)) for name in FILTERS)
+
+    def url(self, endpoint: str = "flows.index", **changes) -> str:
+        """This search's address with `changes` (None drops a parameter), defaults left out."""
+        args = {name: value for name, value in self.args.items() if name not in POSITIONS} | changes
+        kept = {name: value for name, value in args.items() if value not in (None, "", DEFAULTS.get(name))}
+        return url_for(endpoint, **kept)
+
+    def page_url(self, position: Position, direction: str) -> str:
+        return self.url(**{direction: position.token})
+
+    def export_url(self) -> str:
+        return self.url("flows.export", limit=None)
+
+    def with_person(self, keyed_hash: str) -> "SearchQuery":
+        """The same search for the national id's keyed hash instead of the id itself."""
+        return replace(
+            self,
+            args={**self.args, "q": "", "person": keyed_hash},
+            search=replace(self.search, text=None, person=keyed_hash),
+            national_id=None,
+        )
+
+    def describe(self) -> str:
+        """The search in a line for the audit log: never a national id, only its hash's beginning."""
+        shown = {name: value for name, value in self.args.items() if value and name not in (*POSITIONS, "limit")}
+        if "person" in shown:
+            shown["person"] = f"hash:{shown['person'][:12]}"
+        return " ".join(f"{name}={value}" for name, value in sorted(shown.items()))[:MAX_AUDIT_TARGET] or "all"
+
+
+def read_search(args) -> tuple[SearchQuery, list[str]]:
+    """The search in `args`, with every unusable value dropped and a message saying so."""
+    form = FlowSearchForm(formdata=MultiDict({name: value.strip() for name, value in args.items()}))
+    form.validate()
+    problems = []
+    for field in form:
+        for error in field.errors:
+            problems.append(_("%(field)s: %(problem)s That value was left out.", field=field.label.text, problem=error))
+    raw = {field.name: field.raw_data[0].strip() for field in form if field.raw_data and not field.errors}
+    after, before = Position.parse(raw.get("after")), Position.parse(raw.get("before"))
+    if (raw.get("after") and not after) or (raw.get("before") and not before) or (after and before):
+        problems.append(_("That page position is not valid; showing the first page."))
+        after = before = None
+    raw = {name: value for name, value in raw.items() if name not in POSITIONS}
+    raw |= {name: position.token for name, position in (("after", after), ("before", before)) if position}
+    text = raw.get("q") or None
+    national_id = read_national_id(text) if text else None
+    if text and national_id is None and NATIONAL_ID_SHAPE.fullmatch(text):
+        problems.append(_("That looks like a national id but is not a valid one: check its digits."))
+        raw["q"] = text = None
+    query = SearchQuery(
+        args=raw,
+        search=_flow_search(form, raw, text if national_id is None else None),
+        limit=int(raw.get("limit") or DEFAULTS["limit"]),
+        after=after,
+        before=before,
+        national_id=national_id,
+        form=form,
+    )
+    return query, problems
+
+
+def _flow_search(form: FlowSearchForm, raw: dict[str, str], text: str | None) -> FlowSearch:
+    searching = bool(text or raw.get("person") or raw.get("born"))
+    archived = raw.get("archived") or ("all" if searching else "false")  # a person's flows: all of them
+    return FlowSearch(
+        text=text,
+        person=raw.get("person") or None,
+        born=_valid(form.born),
+        status=raw.get("status") or None,
+        lifecycle=raw.get("lifecycle") or None,
+        country=raw.get("country") or None,
+        created_from=_valid(form.created_from),
+        created_to=_valid(form.created_to),
+        incidents={"yes": True, "no": False}.get(raw.get("incidents", "")),
+        archived={"true": True, "false": False, "all": None}[archived],
+        sort=raw.get("sort") or DEFAULTS["sort"],
+        oldest_first=raw.get("order") == "oldest",
+    )
+
+
+def _valid(field):
+    return None if field.errors else field.data

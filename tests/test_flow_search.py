@@ -1,0 +1,477 @@
+"""Search, filters, counts, keyset pages and CSV export of the flow index, against a live sandbox."""
+
+import csv
+import io
+import re
+import time
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from html import unescape
+from zoneinfo import ZoneInfo
+
+import pytest
+from support import sign_in
+from test_views import FLOW_ROW, links, make_user_for
+
+from portal.extensions import db
+from portal.flowapi.models import FlowSummary
+from portal.flowindex.keys import read_national_id
+from portal.flowindex.observations import LIST, SYNC, Observation, from_summary
+from portal.flowindex.store import apply_observations
+from portal.models import AuditEntry, FlowRecord
+
+KEY = b"test-index-key-0123456789"
+# (national id as the flow was created with it, last name, what happens to it in the sandbox)
+PEOPLE = (
+    ("15108695088", "Bjørnstad", ("open", "accept")),
+    ("811218-9876", "Åkesson", ("open",)),
+    ("121212+1212", "Lindqvist", ("reject",)),
+    ("131052-308T", "Virtanen", ("cancel",)),
+    ("010203A1008", "Ødegård", ("archive",)),
+    ("24058600160", "Bjørklund", ()),
+    ("15108695088", "Bjørnstad", ()),  # the same person again, a second application
+)
+
+
+def ids(page) -> list[str]:
+    assert page.status_code == 200, (page.status_code, page.headers.get("Location"))
+    return FLOW_ROW.findall(page.text)
+
+
+def flashes(page) -> list[str]:
+    return [unescape(text) for text in re.findall(r'class="alert alert-warning" role="alert">([^<]+)<', page.text)]
+
+
+@dataclass
+class World:
+    """A sandbox with flows in every state, a portal whose index has seen them all, a signed-in viewer."""
+
+    app: object
+    sandbox: object
+    staff: object
+    flows: list[dict]  # as created, in creation order
+
+    def get(self, url: str):
+        return self.staff.get(url)
+
+    def service_flows(self) -> dict[str, dict]:
+        """The sandbox's own state of every flow: consent status, archived, lifecycle, incidents, created."""
+        state = {}
+        for archived in (False, True):
+            listed = self.sandbox.api("GET", f"/api/flows?limit=100&archived={str(archived).lower()}").json()["data"]
+            for item in listed:
+                flow = self.sandbox.api("GET", f"/api/applications/{item['id']}").json()["flow"]
+                state[item["id"]] = {
+                    "status": item["status"],
+                    "archived": archived,
+                    "lifecycle": flow["status"],
+                    "incidents": flow["hasIncidents"],
+                    "created": flow["createdAt"],
+                    "reference": flow["referenceId"],
+                }
+        return state
+
+    def index_everything(self) -> None:
+        """What the portal sees when staff page through both lists and open every flow."""
+        for archived in ("false", "true"):
+            url = f"/flows?limit=100&archived={archived}"
+            while url:
+                page = self.get(url)
+                assert page.status_code == 200
+                url = links(page, "next")
+        for flow_id in self.service_flows():
+            assert self.get(f"/flows/{flow_id}").status_code == 200
+        self.flush()
+
+    def flush(self) -> None:
+        assert self.app.extensions["flow_index"].flush(10), "the index writer did not finish"
+
+
+def client_for(app, role: str = "viewer"):
+    client = app.test_client()
+    assert sign_in(client, make_user_for(app, role)).status_code == 302
+    return client
+
+
+@pytest.fixture
+def empty_index(make_app, database_url):
+    """A signed-in viewer of a portal whose index is empty."""
+    return client_for(make_app(database=database_url, WTF_CSRF_ENABLED=False))
+
+
+@pytest.fixture
+def world(make_sandbox, make_app, database_url) -> World:
+    sandbox = make_sandbox(SANDBOX_WEBHOOK_BACKOFF="0.001")
+    app = make_app(database=database_url, sandbox_url=sandbox.url, WTF_CSRF_ENABLED=False)
+    flows = []
+    for national_id, last_name, actions in PEOPLE:
+        flow = sandbox.create(national_id=national_id, last_name=last_name)
+        for action in actions:
+            assert sandbox.control(flow["flowId"], action).status_code == 200
+        flows.append(flow)
+    troubled = sandbox.create(national_id="30079200049", last_name="Østby", webhookUrl="http://127.0.0.1:9/down")
+    deadline = time.monotonic() + 10
+    while not sandbox.api("GET", f"/api/applications/{troubled['flowId']}").json()["flow"]["hasIncidents"]:
+        assert time.monotonic() < deadline, "the sandbox never recorded the failed webhook as an incident"
+        time.sleep(0.02)
+    flows.append(troubled)
+    built = World(app, sandbox, client_for(app), flows)
+    built.index_everything()
+    return built
+
+
+# -- the search box ----------------------------------------------------------------------------
+
+
+def test_a_reference_or_flow_id_goes_straight_to_the_flow(world):
+    flow = world.flows[1]
+    reference, flow_id = flow["referenceId"], flow["flowId"]
+    for written in (reference, reference.lower(), f"  {reference} ", flow_id, flow_id.upper()):
+        answer = world.staff.get("/flows", query_string={"q": written})
+        assert answer.status_code == 302 and answer.headers["Location"] == f"/flows/{flow_id}", written
+
+
+def test_a_reference_in_the_address_goes_to_its_flow(world):
+    flow = world.flows[2]
+    for written in (flow["referenceId"], flow["referenceId"].lower()):
+        answer = world.get(f"/flows/{written}")
+        assert answer.status_code == 302 and answer.headers["Location"] == f"/flows/{flow['flowId']}"
+    assert world.get(f"/flows/{flow['flowId']}").status_code == 200
+    assert world.get("/flows/LA-999999").status_code == 404
+
+
+def test_a_repeated_reference_lists_its_flows_instead_of_choosing_one(world):
+    now = datetime.now(timezone.utc)
+    with world.app.app_context():
+        apply_observations(
+            [Observation(f"other-{n}", LIST, now, now, reference_id="XR-7", archived=False) for n in (1, 2)], KEY
+        )
+    listed = world.get("/flows?q=xr-7")
+    assert sorted(ids(listed)) == ["other-1", "other-2"]
+    assert world.get("/flows/XR-7").status_code == 404  # the service's answer: no flow has that id
+
+
+# Each person's number as created (PEOPLE) and written otherwise: with and without separators, 10 or 12
+# digits and + for a Swede past 100, the Finnish century sign in either case.
+WRITTEN_FORMS = {
+    0: ("15108695088", "151086 95088", "151086-95088"),
+    1: ("811218-9876", "8112189876", "19811218-9876", "198112189876"),
+    2: ("121212+1212", "191212121212", "19121212-1212"),
+    3: ("131052-308T", "131052-308t", " 131052-308T "),
+    4: ("010203A1008", "010203a1008"),
+}
+
+
+def test_a_national_id_in_any_written_form_finds_the_person(world):
+    for person, forms in WRITTEN_FORMS.items():
+        number = PEOPLE[person][0]
+        expected = read_national_id(number).keyed_hash(KEY)
+        same_person = [
+            flow["flowId"] for (known, *_), flow in zip(PEOPLE, world.flows, strict=False) if known == number
+        ]
+        for written in forms:
+            answer = world.staff.get("/flows", query_string={"q": written})
+            assert answer.status_code == 302 and answer.headers["Location"] == f"/flows?person={expected}", written
+            page = world.get(answer.headers["Location"])
+            assert sorted(ids(page)) == sorted(same_person), written
+            assert re.sub(r"\W", "", written) not in page.text and 'data-testid="person-search"' in page.text
+
+
+def test_a_national_id_search_is_audited_without_the_number(world):
+    page = world.staff.get("/flows?q=151086 95088", follow_redirects=True)
+    assert len(ids(page)) == 2
+    world.get("/flows?q=19811218-9876")  # only turned into its hash: nothing shown, nothing to audit yet
+    with world.app.app_context():
+        entries = db.session.query(AuditEntry).filter_by(action="search_national_id").all()
+        stored = " ".join(f"{entry.target} {entry.username}" for entry in db.session.query(AuditEntry))
+    assert len(entries) == 1
+    hashed = read_national_id("15108695088").keyed_hash(KEY)
+    assert entries[0].target == f"national id ••••••••088 hash:{hashed[:12]}"
+    for digits in ("15108695088", "151086", "95088", "8112189876", "811218"):
+        assert digits not in stored
+
+
+NAME_SEARCHES = {
+    "bjor": {"Bjørnstad", "Bjørklund"},
+    "BJØR": {"Bjørnstad", "Bjørklund"},
+    "bjorn": {"Bjørnstad"},
+    "Bjørns": {"Bjørnstad"},
+    "bjornstad": {"Bjørnstad"},
+    "odeg": {"Ødegård"},
+    "akes": {"Åkesson"},
+    "ostby": {"Østby"},
+    "zz": set(),
+}
+
+
+def test_a_last_name_prefix_ignores_case_and_nordic_letters(world):
+    named = {flow["flowId"]: name for (_, name, _), flow in zip(PEOPLE, world.flows, strict=False)}
+    named[world.flows[-1]["flowId"]] = "Østby"
+    for text, names in NAME_SEARCHES.items():
+        page = world.staff.get("/flows", query_string={"q": text})
+        assert sorted(ids(page)) == sorted(flow_id for flow_id, name in named.items() if name in names), text
+        assert all(name in page.text for name in names)
+
+
+def test_born_narrows_a_name(world):
+    other = world.sandbox.create(national_id="30079200049", last_name="Bjørnsen")
+    world.get(f"/flows/{other['flowId']}")
+    world.flush()
+    everyone = world.get("/flows?q=bjorn")
+    assert other["flowId"] in ids(everyone) and len(ids(everyone)) == 3
+    narrowed = world.get("/flows?q=bjorn&born=1986-10-15")
+    assert sorted(ids(narrowed)) == sorted([world.flows[0]["flowId"], world.flows[6]["flowId"]])
+    assert ids(world.get("/flows?born=1992-07-30")) == [other["flowId"], world.flows[-1]["flowId"]]
+
+
+# -- filters and counts ------------------------------------------------------------------------
+
+
+def _expected(state: dict, **wanted) -> set[str]:
+    return {flow_id for flow_id, flow in state.items() if all(flow[key] == value for key, value in wanted.items())}
+
+
+FILTERS = {
+    "archived=all": {},
+    "archived=false&status=Opened": {"archived": False, "status": "Opened"},
+    "archived=all&status=Accepted": {"status": "Accepted"},
+    "archived=all&status=Rejected": {"status": "Rejected"},
+    "archived=true&sort=changed": {"archived": True},
+    "archived=all&lifecycle=cancelled": {"lifecycle": "cancelled"},
+    "lifecycle=completed": {"archived": False, "lifecycle": "completed"},
+    "archived=all&lifecycle=active": {"lifecycle": "active"},
+    "archived=all&incidents=yes": {"incidents": True},
+    "archived=all&incidents=no": {"incidents": False},
+}
+
+
+def test_filters_agree_with_the_sandbox(world):
+    state = world.service_flows()
+    for query, wanted in FILTERS.items():
+        assert set(ids(world.get(f"/flows?{query}&limit=100"))) == _expected(state, **wanted), query
+
+
+def test_country_filter(world):
+    countries = {"no": {0, 5, 6, 7}, "se": {1, 2}, "fi": {3, 4}}
+    for country, positions in countries.items():
+        page = world.get(f"/flows?archived=all&country={country}")
+        assert set(ids(page)) == {world.flows[n]["flowId"] for n in positions}
+
+
+def test_counts_per_status_agree_with_the_sandbox(world):
+    state = world.service_flows()
+    for archived, wanted in (("all", {}), ("false", {"archived": False}), ("true", {"archived": True})):
+        page = world.get(f"/flows?archived={archived}&sort=changed")  # sorted by change: from the index
+        for status in ("Unopened", "Opened", "Accepted", "Rejected"):
+            shown = re.search(rf'data-status="{status}"[^>]*>.*?<span class="count">(\d+)</span>', page.text, re.S)
+            assert int(shown[1]) == len(_expected(state, status=status, **wanted)), (archived, status)
+    # a status filter keeps every status's count (the filter is on the other facets) and says how many match
+    unopened = len(_expected(state, status="Unopened"))
+    narrowed = world.get("/flows?archived=all&status=Unopened")
+    assert f"{unopened} flows match" in narrowed.text and len(ids(narrowed)) == unopened
+
+
+def test_created_dates_are_days_in_the_portal_time_zone(world):
+    # 23:30 UTC on 1 November is 00:30 on 2 November in Oslo
+    late = datetime(2020, 11, 1, 23, 30, tzinfo=timezone.utc)
+    assert late.astimezone(ZoneInfo("Europe/Oslo")).date() == date(2020, 11, 2)
+    with world.app.app_context():
+        apply_observations([Observation("late-1", SYNC, late, late, created_at=late, archived=False)], KEY)
+    assert ids(world.get("/flows?from=2020-11-02&to=2020-11-02")) == ["late-1"]
+    assert ids(world.get("/flows?from=2020-11-01&to=2020-11-01")) == []
+    assert ids(world.get("/flows?to=2020-11-02")) == ["late-1"]
+    today = datetime.now(ZoneInfo("Europe/Oslo")).date().isoformat()
+    assert len(ids(world.get(f"/flows?archived=all&from={today}&limit=100"))) == len(world.flows)
+
+
+# -- order and pages ---------------------------------------------------------------------------
+
+
+def test_sort_by_created_both_ways(world):
+    state = world.service_flows()
+    newest = ids(world.get("/flows?archived=all&limit=100"))
+    assert set(newest) == set(state)
+    created = [state[flow_id]["created"] for flow_id in newest]
+    assert created == sorted(created, reverse=True)
+    assert ids(world.get("/flows?archived=all&limit=100&order=oldest")) == newest[::-1]
+
+
+def test_sort_by_last_change_puts_a_changed_flow_first(world):
+    changed = world.flows[5]  # Unopened until now
+    assert world.sandbox.control(changed["flowId"], "open").status_code == 200
+    assert world.get("/flows?limit=100").status_code == 200  # the live list sees the change
+    world.flush()
+    page = world.get("/flows?archived=all&sort=changed&limit=100")
+    assert ids(page)[0] == changed["flowId"]
+    oldest = ids(world.get("/flows?archived=all&sort=changed&order=oldest&limit=100"))
+    assert oldest == ids(page)[::-1]
+
+
+def test_keyset_pages_have_no_duplicates_or_gaps_while_flows_arrive(world):
+    for n in range(14):
+        world.sandbox.create(national_id="24058600160", last_name=f"Berg{n}")
+    world.index_everything()
+    everything = ids(world.get("/flows?archived=all&limit=100"))
+    page = world.get("/flows?archived=all")  # 10 per page
+    pages = [ids(page)]
+    newcomer = world.sandbox.create(national_id="24058600160", last_name="Newcomer")  # arrives on page 1 meanwhile
+    world.index_everything()
+    while links(page, "next"):
+        page = world.get(links(page, "next"))
+        pages.append(ids(page))
+    walked = [flow_id for ids_ in pages for flow_id in ids_]
+    assert walked == everything and len(pages) == 3
+    back = []
+    while links(page, "prev"):
+        page = world.staff.get(links(page, "prev"), follow_redirects=True)
+        back.insert(0, ids(page))
+    # Back from the end: the same pages, then the first page as it is now (the newcomer on top).
+    assert back[-2:] == pages[:2] and back[0][0] == newcomer["flowId"] and len(back) == 3
+
+
+def test_flows_without_a_creation_time_come_last_and_are_paged_too(world):
+    now = datetime.now(timezone.utc)
+    stubs = [Observation(f"stub-{n}", SYNC, now, now, archived=False, consent_status="Opened") for n in range(12)]
+    with world.app.app_context():
+        apply_observations(stubs, KEY)
+    everything = ids(world.get("/flows?archived=all&limit=100"))
+    assert everything[-12:] == [f"stub-{n}" for n in reversed(range(12))]
+    walked, url = [], "/flows?archived=all&limit=10"
+    while url:
+        page = world.get(url)
+        walked += ids(page)
+        url = links(page, "next")
+    assert walked == everything
+    oldest, url = [], "/flows?archived=all&limit=10&order=oldest"
+    while url:
+        page = world.get(url)
+        oldest += ids(page)
+        url = links(page, "next")
+    assert oldest == everything[::-1]
+
+
+# -- what the page says ------------------------------------------------------------------------
+
+
+def test_freshness_of_the_index_is_shown(world):
+    page = world.get("/flows?archived=all")
+    assert "Index last synced" in page.text and "ago" in page.text
+    assert "Last seen" in page.text and "the flow&#39;s page" in page.text
+    with world.app.app_context():
+        db.session.query(FlowRecord).update({FlowRecord.listed_at: None})
+        db.session.commit()
+    assert "never synced" in world.get("/flows?archived=all").text
+    assert "flask --app portal flows sync" in world.get("/flows?archived=all").text
+
+
+def test_the_plain_list_stays_live(world):
+    """No search and no filter: the service's own list, as before, with the search box above it."""
+    page = world.get("/flows")
+    live = world.sandbox.api("GET", "/api/flows").json()["data"]
+    assert ids(page) == [item["id"] for item in live]
+    assert 'data-testid="flow-search"' in page.text and "Index last synced" not in page.text
+    assert world.get("/flows?q=&born=&status=&sort=created&order=newest").text.count("Index last synced") == 0
+
+
+def test_national_ids_are_masked_in_results(world):
+    page = world.get("/flows?archived=all&limit=100")
+    for number, *_ in PEOPLE:
+        assert re.sub(r"\W", "", number) not in page.text.replace("-", "")
+    assert "••••••••088" in page.text
+
+
+@pytest.mark.parametrize(
+    ("query", "location", "message"),
+    [
+        ("status=Bogus", "/flows", "Consent status: Not a valid choice"),
+        ("status=Bogus&country=no", "/flows?country=no", "Consent status"),
+        ("lifecycle=sleeping&archived=all", "/flows?archived=all", "Lifecycle"),
+        ("country=dk&archived=all", "/flows?archived=all", "Country"),
+        ("born=1986-13-45&q=bjorn", "/flows?q=bjorn", "Born"),
+        ("from=yesterday&archived=all", "/flows?archived=all", "Created from"),
+        ("from=2026-02-01&to=2026-01-01", "/flows?from=2026-02-01", "before its start"),
+        ("incidents=maybe&archived=all", "/flows?archived=all", "Incidents"),
+        ("sort=name&archived=all", "/flows?archived=all", "Sort by"),
+        ("order=up&archived=all", "/flows?archived=all", "Order"),
+        ("limit=7&archived=all", "/flows?archived=all", "Per page"),
+        ("archived=maybe&status=Opened", "/flows?status=Opened", "Which flows"),
+        ("person=1234&archived=all", "/flows?archived=all", "National id"),
+        ("after=abc&archived=all", "/flows?archived=all", "page position is not valid"),
+        ("after=1.1&before=1.2&archived=all", "/flows?archived=all", "page position is not valid"),
+        ("after=99999999999999999999.1&archived=all", "/flows?archived=all", "page position is not valid"),
+        ("q=" + "x" * 101, "/flows", "Search"),
+        ("q=bj%00rn", "/flows", "invisible control characters"),
+        ("q=15108695089&status=Opened", "/flows?status=Opened", "not a valid one"),
+        ("q=811218-9875", "/flows", "not a valid one"),
+    ],
+)
+def test_unusable_values_are_named_and_dropped(empty_index, query, location, message):
+    answer = empty_index.get(f"/flows?{query}")
+    assert answer.status_code == 302 and answer.headers["Location"] == location
+    shown = empty_index.get(location)
+    assert shown.status_code == 200 and any(message in text for text in flashes(shown)), flashes(shown)
+
+
+def test_search_needs_sign_in(world):
+    anonymous = world.app.test_client()
+    for path in ("/flows?q=bjorn", "/flows?archived=all", "/flows/export.csv", "/flows/LA-10001"):
+        answer = anonymous.get(path)
+        assert answer.status_code == 302 and "/login" in answer.headers["Location"]
+
+
+# -- export ------------------------------------------------------------------------------------
+
+
+def read_csv(answer) -> list[dict]:
+    assert answer.status_code == 200 and answer.mimetype == "text/csv"
+    assert answer.headers["Content-Disposition"].startswith("attachment; filename=")
+    return list(csv.DictReader(io.StringIO(answer.get_data().decode("utf-8"))))
+
+
+def test_the_export_holds_the_rows_of_the_page(world):
+    state = world.service_flows()
+    for query in ("archived=all", "archived=all&status=Accepted", "q=bjorn", "archived=true&order=oldest"):
+        page = world.get(f"/flows?{query}&limit=100")
+        link_to_export = re.search(r'href="([^"]+)" data-testid="export-csv"', page.text)[1]
+        rows = read_csv(world.get(unescape(link_to_export)))
+        assert [row["flow_id"] for row in rows] == ids(page), query
+        for row in rows:
+            flow = state[row["flow_id"]]
+            assert (row["consent_status"], row["lifecycle"]) == (flow["status"], flow["lifecycle"])
+            assert row["archived"] == str(flow["archived"])
+            assert row["reference_id"] == flow["reference"]
+            assert datetime.fromisoformat(row["created_at"]) == datetime.fromisoformat(flow["created"])
+            assert row["national_id_masked"].startswith("•")
+
+
+def test_the_export_is_utf8_masked_and_audited(world):
+    answer = world.get("/flows/export.csv?q=bjorn")
+    body = answer.get_data()
+    assert body.startswith(b"reference_id,flow_id,") and "Bjørnstad".encode() in body
+    assert b"15108695088" not in body
+    with world.app.app_context():
+        entries = [(e.action, e.target) for e in db.session.query(AuditEntry).filter_by(action="export_flows")]
+    assert entries == [("export_flows", "q=bjorn")]
+    person = world.staff.get("/flows?q=15108695088").headers["Location"].split("person=")[1]
+    rows = read_csv(world.get(f"/flows/export.csv?person={person}"))
+    assert len(rows) == 2
+    read_csv(world.get("/flows/export.csv?q=15108695088&archived=all"))  # a typed id is hashed, never audited
+    with world.app.app_context():
+        targets = [e.target for e in db.session.query(AuditEntry).filter_by(action="export_flows")]
+    assert targets[1:] == [f"person=hash:{person[:12]}", f"archived=all person=hash:{person[:12]}"]
+
+
+def test_a_large_export_is_read_in_chunks(world):
+    now = datetime.now(timezone.utc)
+    many = [
+        from_summary(
+            FlowSummary(f"bulk-{n:04d}", None, "Opened", f"BK-{n}", now, {"id": f"bulk-{n:04d}"}), False, now, SYNC
+        )
+        for n in range(2500)
+    ]
+    with world.app.app_context():
+        apply_observations(many, KEY)
+    rows = read_csv(world.get("/flows/export.csv?status=Opened"))
+    bulk = [row["flow_id"] for row in rows if row["flow_id"].startswith("bulk-")]
+    assert len(bulk) == 2500 and len(set(bulk)) == 2500
+    assert f"{len(rows)} flows match" in world.get("/flows?status=Opened").text
