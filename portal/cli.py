@@ -278,13 +278,21 @@ def _signature(settings, event_id: str, now: datetime, body: str) -> dict:
     "--all", "walk_all", is_flag=True, help="Walk current and archived flows: the one walk that finds flows gone."
 )
 @click.option("--since", help="Stop at flows created before this ISO 8601 time (an incremental sync).")
-def sync_flows(archived: bool, walk_all: bool, since: str | None):
+@click.option(
+    "--details",
+    type=click.IntRange(0, 1_000_000),
+    default=0,
+    show_default=True,
+    help="Then fetch the page of up to N flows the index has no last name for, so search finds them by name.",
+)
+def sync_flows(archived: bool, walk_all: bool, since: str | None, details: int):
     """Walk the Flow Service's pages into the flow index; one sync at a time across instances."""
     if archived and walk_all:
         raise click.UsageError("use --archived or --all, not both")
     lists = ALL if walk_all else ARCHIVED if archived else CURRENT
     try:
-        report = run_sync(lists, _since(since), progress=_print_progress if sys.stdout.isatty() else None)
+        progress = _print_progress if sys.stdout.isatty() else None
+        report = run_sync(lists, _since(since), progress=progress, details=details)
     except SyncLocked as locked:
         click.echo(str(locked))
         return

@@ -374,3 +374,20 @@ def test_progress_is_reported_for_every_write(sync_app, sandbox):
 def test_unusable_options_are_refused(sync_app, args, message):
     result = sync(sync_app, *args)
     assert result.exit_code == 2 and message in result.output
+
+
+def test_details_bring_names_the_list_does_not_carry(sync_app, sandbox):
+    flows = {sandbox.create(last_name=name)["flowId"]: name for name in NAMES}
+    plain = sync(sync_app)
+    assert plain.exit_code == 0 and "fetched for names" not in plain.output
+    assert {row.last_name for row in index_rows(sync_app).values()} == {None}, "list items carry no name"
+    named = sync(sync_app, "--details", "4")
+    assert named.exit_code == 0 and "4 flow page(s) fetched for names" in named.output, named.output
+    rows = index_rows(sync_app)
+    newest = sorted(flows, key=lambda flow_id: rows[flow_id].created_at, reverse=True)[:4]
+    assert {rows[flow_id].last_name for flow_id in newest} == {flows[flow_id] for flow_id in newest}
+    assert all(rows[flow_id].lifecycle == "active" for flow_id in newest), "the page tells the lifecycle too"
+    rest = sync(sync_app, "--details", "100")
+    assert "2 flow page(s) fetched for names" in rest.output
+    assert all(row.last_name_key for row in index_rows(sync_app).values())
+    assert "fetched for names" not in sync(sync_app, "--details", "100").output, "nothing left to fetch"

@@ -3,8 +3,9 @@
 The walk follows the service's pages as the list page does (`listing.next_step`) and stops instead
 of looping when the service repeats a page or a position. Pages are written while the next ones are
 fetched (one writer thread; pages fetched meanwhile go in the next write together, a few at most), so
-the writes hide behind the service's latency. A lease row in the database lets one instance sync at a time: another one, from cron on
-another host, says so and leaves; a holder that crashed loses the lease when it expires.
+the writes hide behind the service's latency. A lease row in the database lets one instance sync at a
+time: another one, from cron on another host, says so and leaves; a holder that crashed loses the lease
+when it expires.
 """
 
 import os
@@ -20,10 +21,10 @@ from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 
 from ..extensions import db
-from ..flowapi import FlowApiError, FlowClient, FlowPage
+from ..flowapi import FlowApiError, FlowClient, FlowPage, NotFound
 from ..listing import NO_WAY_ON, SAME_POSITION, fingerprint, next_step, repeats_previous_page
-from ..models import Lease
-from .observations import SYNC, Observation, from_summary
+from ..models import FlowRecord, Lease
+from .observations import SYNC, Observation, from_detail, from_summary
 from .store import Applied, apply_observations, mark_gone
 from .writer import utc_now
 
@@ -32,6 +33,7 @@ LEASE_NAME = "flows-sync"
 LEASE_TTL = timedelta(minutes=5)
 RENEW_AFTER = timedelta(seconds=30)  # a write renews the lease once this much of it has passed
 PAGE_SIZE = 100  # the most DESIGN §3 allows per page
+DETAIL_CHUNK = 100  # flows fetched one by one for their names, written a hundred at a time
 BUFFERED_PAGES = 5  # pages fetched ahead of a slow database at most (memory: BUFFERED_PAGES + 1 pages)
 # The catch-up walk after a full sync stops at flows this much older than the sync's start, should the
 # flows it knows from the first page be gone: the service's clock may differ from ours.
@@ -61,6 +63,7 @@ class SyncReport:
     gone_note: str | None = None
     pages: int = 0
     without_id: int = 0
+    details: int = 0  # flows whose own page was fetched for their name
     seconds: float = 0.0
 
     def count(self, applied: Applied, pages: int = 1) -> None:
@@ -81,6 +84,8 @@ class SyncReport:
             f"synced {LIST_NAMES[self.lists]} flows{since}: seen {self.seen}, new {self.new}, "
             f"changed {self.changed}, gone {gone}, pages {self.pages}, seconds {self.seconds:.1f}"
         )
+        if self.details:
+            line += f"; {self.details} flow page(s) fetched for names"
         if self.without_id:
             line += f"; {self.without_id} listed flow(s) had no id and could not be indexed"
         return line
@@ -266,6 +271,41 @@ class PageWriter:
             return apply_observations(observations, self.index_key), pages
 
 
+# -- names from the flows' pages ---------------------------------------------------------------
+
+
+def _fetch_details(client: FlowClient, lease: DatabaseLease, report: SyncReport, most: int) -> None:
+    """Fetch the flows without a name in the index (newest first) and write what their pages say."""
+    index_key = current_app.extensions["portal.settings"].index_key
+    for chunk in _chunks(_flows_without_name(most), DETAIL_CHUNK):
+        observations = []
+        for flow_id in chunk:
+            try:
+                observations.append(from_detail(client.get_flow(flow_id), lease.clock()))
+            except NotFound:
+                continue  # gone since it was listed: the next full sync marks it
+        lease.renew()
+        apply_observations(observations, index_key)
+        report.details += len(observations)
+
+
+def _flows_without_name(most: int) -> list[str]:
+    if most <= 0:
+        return []
+    query = (
+        select(FlowRecord.flow_id)
+        .where(FlowRecord.last_name.is_(None), FlowRecord.gone_at.is_(None))
+        .order_by(FlowRecord.created_at.desc(), FlowRecord.id.desc())
+        .limit(most)
+    )
+    return list(db.session.scalars(query))
+
+
+def _chunks(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
 # -- the sync ------------------------------------------------------------------------------------
 
 
@@ -276,8 +316,10 @@ def run_sync(
     clock: Clock = utc_now,
     progress: Callable[[SyncReport], None] | None = None,
     limit: int = PAGE_SIZE,
+    details: int = 0,
 ) -> SyncReport:
-    """Walk `lists` (CURRENT, ARCHIVED or ALL) into the index under the sync lease.
+    """Walk `lists` (CURRENT, ARCHIVED or ALL) into the index under the sync lease; then fetch the
+    retrieve response of up to `details` flows the index knows no last name for (list items carry none).
 
     Raises SyncLocked when another sync holds the lease, SyncStopped when this one cannot finish.
     """
@@ -290,6 +332,8 @@ def run_sync(
     writer = PageWriter(app, lease, report, progress)
     try:
         _walk_and_mark_gone(app.extensions["flow_client"], writer, started, limit)
+        writer.close()
+        _fetch_details(app.extensions["flow_client"], lease, report, details)
     except FlowApiError as error:
         raise SyncStopped(report, str(error), error) from None
     except WalkStopped as stop:
