@@ -4,8 +4,9 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..extensions import db
@@ -65,35 +66,79 @@ def _apply_batch(batch: list[Observation], index_key: bytes) -> Applied:
 
 
 def _try_batch(batch: list[Observation], index_key: bytes) -> Applied:
+    """Merge in Python, then write back with one INSERT and one UPDATE statement (executemany)."""
+    table = FlowRecord.__table__
     ids = {observation.flow_id for observation in batch}
-    query = select(FlowRecord).where(FlowRecord.flow_id.in_(ids))
+    query = select(table).where(table.c.flow_id.in_(ids))
+    # No lost update against a concurrent writer of the same flows: hold their rows before reading them.
     if db.engine.dialect.name == "postgresql":
-        query = query.with_for_update()  # no lost update against a concurrent writer of the same flow
-    records = {record.flow_id: record for record in db.session.scalars(query)}
+        query = query.with_for_update()
+    else:  # SQLite: a first write takes the database's write lock, so the read below sees the last commit
+        db.session.execute(update(table).where(table.c.flow_id.in_(ids)).values(id=table.c.id))
+    rows = {row.flow_id: IndexRow(row._mapping) for row in db.session.execute(query)}
     applied = Applied()
     for observation in batch:
-        record = records.get(observation.flow_id)
-        if record is None:
-            record = records[observation.flow_id] = _new_record(observation)
-            db.session.add(record)
-            merge(record, observation, index_key, fresh=True)
+        row = rows.get(observation.flow_id)
+        if row is None:
+            row = rows[observation.flow_id] = _new_row(observation)
+            merge(row, observation, index_key, fresh=True)
             applied.new.add(observation.flow_id)
-        elif merge(record, observation, index_key):
+        elif merge(row, observation, index_key):
             applied.changed.add(observation.flow_id)
         applied.seen.add(observation.flow_id)
+    _write_rows([row for row in rows.values() if row.id is None], [row for row in rows.values() if row.id is not None])
     db.session.commit()
     applied.changed -= applied.new
     return applied
 
 
-def _new_record(observation: Observation) -> FlowRecord:
-    return FlowRecord(
-        flow_id=observation.flow_id,
-        stub=observation.source == WEBHOOK,
-        changed_at=observation.seen_at,
-        change_source=observation.source,
-        seen_at=observation.seen_at,
+class IndexRow:
+    """One index row as plain attributes: merged in Python, written back in bulk (the ORM's unit of
+    work costs more than the database here)."""
+
+    def __init__(self, values):
+        self.__dict__.update({name: None for name in _columns()} | dict(values))
+
+    def values(self) -> dict:
+        return {name: getattr(self, name) for name in _columns() if name != "id"}
+
+
+@cache
+def _columns() -> tuple[str, ...]:
+    return tuple(column.key for column in FlowRecord.__table__.columns)
+
+
+def _new_row(observation: Observation) -> IndexRow:
+    return IndexRow(
+        {
+            "flow_id": observation.flow_id,
+            "stub": observation.source == WEBHOOK,
+            "changed_at": observation.seen_at,
+            "change_source": observation.source,
+            "seen_at": observation.seen_at,
+        }
     )
+
+
+def _write_rows(new: list[IndexRow], existing: list[IndexRow]) -> None:
+    table = FlowRecord.__table__
+    if new and db.engine.dialect.name == "postgresql":
+        _copy_rows(new)
+    elif new:
+        db.session.execute(insert(table), [row.values() for row in new])
+    if existing:
+        names = [name for name in _columns() if name not in ("id", "flow_id")]
+        statement = update(table).where(table.c.id == bindparam("row_id")).values({n: bindparam(n) for n in names})
+        db.session.execute(statement, [{"row_id": row.id} | {n: getattr(row, n) for n in names} for row in existing])
+
+
+def _copy_rows(rows: list[IndexRow]) -> None:
+    """New rows through PostgreSQL's COPY: a tenth of the cost of an INSERT per row (a sync's first run)."""
+    names = [name for name in _columns() if name != "id"]
+    cursor = db.session.connection().connection.driver_connection.cursor()
+    with cursor.copy(f"COPY flow_index ({', '.join(names)}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row([getattr(row, name) for name in names])
 
 
 def merge(record: FlowRecord, observation: Observation, index_key: bytes, fresh: bool = False) -> bool:
@@ -107,7 +152,7 @@ def merge(record: FlowRecord, observation: Observation, index_key: bytes, fresh:
             changed |= _merge_part(record, observation, fields, time_column, source_column)
     record.seen_at = max(record.seen_at or observation.seen_at, observation.seen_at)
     if observation.listed:
-        record.listed_at = observation.seen_at
+        record.listed_at = max(record.listed_at or observation.seen_at, observation.seen_at)
         record.gone_at = None
     if observation.source != WEBHOOK:
         record.stub = False
@@ -159,6 +204,8 @@ def _merge_identity(record: FlowRecord, observation: Observation, index_key: byt
 
 
 def _merge_national_id(record: FlowRecord, observation: Observation, index_key: bytes) -> bool:
+    if record.national_id_hash:
+        return False  # a flow's national id never changes: read and hash it once
     number = read_national_id(observation.national_id, observation.country or record.country)
     if number is None:
         return False
