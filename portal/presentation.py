@@ -1,10 +1,12 @@
 """How values look to a person: masked national ids, local times, status badges."""
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
+from babel.dates import format_timedelta
 from flask import Flask, current_app
+from flask_babel import get_locale
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 
@@ -19,6 +21,7 @@ STATUS_TONES = {
     "completed": "success",
     "cancelled": "neutral",
 }
+JUST_NOW = timedelta(seconds=5)
 
 # Where the index learnt something about a flow (portal.flowindex.observations' sources).
 SOURCE_NAMES = {
@@ -86,6 +89,22 @@ def status_tone(status: str | None) -> str:
     return STATUS_TONES.get(status or "", "neutral")
 
 
+def time_ago(moment: datetime, now: datetime) -> str:
+    """How long before `now` the moment was, in the page's language: "2 min. ago"."""
+    if moment > now - JUST_NOW:
+        return _("just now")
+    return format_timedelta(moment - now, add_direction=True, format="short", locale=get_locale())
+
+
+def status_hint(reading, now: datetime) -> str:
+    """Where a part of a flow's status came from and how long ago it was true: "a webhook event, 2 min. ago"."""
+    if not reading.known:
+        return _("not known yet")
+    if reading.at is None:
+        return source_name(reading.source)
+    return _("%(source)s, %(when)s", source=source_name(reading.source), when=time_ago(reading.at, now))
+
+
 def shown(value) -> str:
     """A value as text, with "—" for a missing one."""
     if value is None or value == "":
@@ -104,6 +123,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(source_name, "source_name")
     app.add_template_filter(pretty_json, "pretty_json")
     app.add_template_filter(mask_personal_data, "mask_personal")
+    app.add_template_filter(status_hint, "status_hint")
 
     @app.context_processor
     def portal_context():

@@ -1,4 +1,4 @@
-"""Timelines by flow id, unlinked events and the events CSV.
+"""One status everywhere, timelines by flow id, unlinked events and the events CSV.
 
 Flows live in a real sandbox over HTTP; its webhooks reach a served portal, or a test posts signed
 events itself; the store is SQLite and PostgreSQL.
@@ -8,16 +8,34 @@ import csv
 import html
 import io
 import re
+import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from support import PASSWORD, sign_in
 from test_webhooks import deliver
 
 from portal.extensions import db
+from portal.flowindex.status import Reading, freshest, statuses_of_page
 from portal.models import AuditEntry, User, WebhookEvent
+from portal.presentation import time_ago
 from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+# Control actions from a new flow, and what every page must then say: consent status, lifecycle, archived.
+STATES = {
+    "unopened": ((), ("Unopened", "active", "no")),
+    "opened": (("open",), ("Opened", "active", "no")),
+    "accepted": (("accept",), ("Accepted", "completed", "no")),
+    "rejected": (("open", "reject"), ("Rejected", "completed", "no")),
+    "cancelled": (("cancel",), ("Unopened", "cancelled", "yes")),
+    "opened, then cancelled": (("open", "cancel"), ("Opened", "cancelled", "yes")),
+    "accepted, then archived": (("accept", "archive"), ("Accepted", "completed", "yes")),
+}
+STATUS_SPAN = re.compile(
+    r'data-testid="flow-status" data-consent="([^"]*)" data-lifecycle="([^"]*)" data-archived="([^"]*)"'
+)
 
 
 @pytest.fixture
@@ -37,8 +55,21 @@ def staff(status_app):
     return client
 
 
+def wait_for(condition, timeout: float = 15.0):
+    """Poll until `condition()` is true, failing at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
 def written(app) -> None:
     assert app.extensions["flow_index"].flush(10), "the index writer did not finish"
+
+
+def stored_events(app, flow_ids) -> int:
+    with app.app_context():
+        return db.session.query(WebhookEvent).filter(WebhookEvent.flow_id.in_(flow_ids)).count()
 
 
 def timeline_link(app, event_id: str) -> str:
@@ -46,6 +77,20 @@ def timeline_link(app, event_id: str) -> str:
     with app.app_context():
         row = db.session.query(WebhookEvent).filter_by(event_id=event_id).one().id
     return f'href="/events/{row}"'
+
+
+def detail_status(page: str) -> tuple[str, str, str]:
+    return STATUS_SPAN.search(page).groups()
+
+
+def list_row(page: str, flow_id: str) -> str:
+    return re.search(rf'<tr data-flow-id="{flow_id}">(.*?)</tr>', page, re.DOTALL)[1]
+
+
+def hints(page: str) -> list[tuple[str, str]]:
+    """Each status part's visible source hint and its title."""
+    found = re.findall(r'<small class="status-source"(?: title="([^"]*)")?>\(([^<]*)\)</small>', page)
+    return [(html.unescape(text), html.unescape(title)) for title, text in found]
 
 
 def post_event(app, *, flow_id=None, reference_id=None, status="Opened", event_type="flow.status_changed", **data):
@@ -61,6 +106,81 @@ def post_event(app, *, flow_id=None, reference_id=None, status="Opened", event_t
     answer = deliver(app.test_client(), payload, secret=DEMO_WEBHOOK_SECRET, message_id=payload["id"])
     assert answer.status_code == 200, answer.text
     return payload["id"]
+
+
+# -- one status ----------------------------------------------------------------------------------
+
+
+def test_list_and_detail_show_one_status_in_every_state(status_app, staff, sandbox, serve):
+    hook = serve(status_app) + "/webhooks/flow"
+    flows = {}
+    for name, (actions, _expected) in STATES.items():
+        flow_id = sandbox.create(webhookUrl=hook)["flowId"]
+        for action in actions:
+            assert sandbox.control(flow_id, action).status_code == 200, (name, action)
+        flows[name] = flow_id
+    events = sum(1 + len(actions) for actions, _ in STATES.values())
+    wait_for(lambda: stored_events(status_app, flows.values()) >= events)
+    written(status_app)
+    listed = staff.get("/flows").text + staff.get("/flows?archived=true").text
+    written(status_app)
+    with status_app.app_context():
+        client = status_app.extensions["flow_client"]
+        live = statuses_of_page(client.list_flows(100, False), False) | statuses_of_page(
+            client.list_flows(100, True), True
+        )
+    for name, flow_id in flows.items():
+        expected = STATES[name][1]
+        page = staff.get(f"/flows/{flow_id}").text
+        assert detail_status(page) == expected, name
+        row = list_row(listed, flow_id)
+        assert re.search(r'status-badge[^"]*">([^<]*)<', row)[1] == expected[0], f"{name}: the list's consent status"
+        if 'data-testid="flow-status"' in row:
+            assert detail_status(row) == expected, f"{name}: the list's status"
+        known = live[flow_id]
+        as_listed = (known.consent.value, known.lifecycle.value, "yes" if known.archived.value else "no")
+        assert as_listed == expected, f"{name}: the status the list is given"
+        if expected[1] == "cancelled":
+            assert "cancelled before the individual answered" in page, name
+
+
+def test_the_source_hint_says_where_each_part_came_from(status_app, staff, sandbox):
+    flow = sandbox.create()
+    first = staff.get(f"/flows/{flow['flowId']}").text
+    assert detail_status(first) == ("", "active", "no")
+    assert "seen neither for this flow yet" in first
+    [(consent, _), (lifecycle, title)] = hints(first)
+    assert consent == "not known yet" and lifecycle == "the flow's page, just now"
+    assert title.startswith("the flow's page · ") and title.endswith(" UTC")
+
+    staff.get("/flows")
+    written(status_app)
+    listed = staff.get(f"/flows/{flow['flowId']}").text
+    assert detail_status(listed)[0] == "Unopened"
+    assert hints(listed)[0][0].startswith("the flow list, ") and hints(listed)[0][1].startswith("the flow list · ")
+
+    post_event(status_app, flow_id=flow["flowId"], reference_id=flow["referenceId"], status="Accepted")
+    stale = datetime.now(timezone.utc) - timedelta(hours=1)
+    post_event(status_app, flow_id=flow["flowId"], reference_id=flow["referenceId"], status="Opened", timestamp=stale)
+    told = staff.get(f"/flows/{flow['flowId']}").text
+    assert detail_status(told)[0] == "Accepted", "the newest source wins, not the last delivered"
+    assert hints(told)[0][0].startswith("a webhook event, ")
+
+
+def test_a_newer_version_wins_over_a_later_time():
+    older_but_later = Reading("Opened", "webhook", T0 + timedelta(minutes=5), version=3)
+    newer = Reading("Accepted", "webhook", T0, version=4)
+    assert freshest(older_but_later, newer) is newer
+    assert freshest(Reading("Opened", "list", T0), Reading("Accepted", "webhook", T0)).source == "list"
+    assert freshest(Reading(), Reading(None, "list", T0)).known is False
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(0, "just now"), (3, "just now"), (40, "40 sec. ago"), (130, "2 min. ago")]
+)
+def test_how_long_ago_in_words(app, seconds, shown):
+    with app.test_request_context():
+        assert time_ago(T0 - timedelta(seconds=seconds), T0) == shown
 
 
 # -- timelines and unlinked events ---------------------------------------------------------------
@@ -82,6 +202,8 @@ def test_a_timeline_shows_only_its_own_flows_events_when_a_reference_repeats(sta
 
     first_page = staff.get(f"/flows/{first['flowId']}").text
     assert own[1] in first_page and other[1] not in first_page and no_id_shared[1] not in first_page
+    assert "1 event carries this flow" in first_page
+    assert f"/events?flow={shared}&amp;unlinked=1" in first_page
     assert other[1] in staff.get(f"/flows/{second['flowId']}").text
     assert no_id_unique[1] in staff.get(f"/flows/{alone['flowId']}").text, "a unique reference links an event"
 

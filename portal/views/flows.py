@@ -24,13 +24,15 @@ from ..flowapi import (
 )
 from ..flowindex.feed import saw_created, saw_detail, saw_page
 from ..flowindex.search import export_rows, flow_named, last_listed, search_page, status_counts
+from ..flowindex.status import status_of_detail
+from ..flowindex.store import index_record
 from ..flowsearch import SearchQuery, read_search, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm
 from ..listing import DEFAULT_LIMIT, FLOW_ID, ListQuery, navigate, parse_list_query
 from ..models import utc_now
 from ..security import role_required
 from ..submissions import SubmissionInProgress, claim_submission, forget_submission, settle_submission
-from ..webhooks.store import events_for_flow
+from ..webhooks.store import events_for_flow, left_out_by_reference
 
 bp = Blueprint("flows", __name__, url_prefix="/flows")
 
@@ -177,12 +179,15 @@ def _sandbox_consent_url(flow) -> str | None:
 def _render_detail(flow_id: str, revealed: bool = False):
     flow = flow_client().get_flow(_valid_flow_id(flow_id))
     saw_detail(flow)
+    events = events_for_flow(flow.flow_id, flow.reference_id)
     return render_template(
         "flows/detail.html",
         flow=flow,
+        status=status_of_detail(flow, index_record(flow.flow_id), events),
         revealed=revealed,
         consent_url=_sandbox_consent_url(flow),
-        events=events_for_flow(flow.flow_id, flow.reference_id),
+        events=events,
+        left_out=left_out_by_reference(flow.flow_id, flow.reference_id),
         reveal_form=ConfirmForm(),
     )
 
