@@ -24,7 +24,7 @@ from ..flowapi import (
 )
 from ..flowindex.feed import saw_created, saw_detail, saw_page
 from ..flowindex.search import export_rows, flow_named, last_listed, search_page, status_counts
-from ..flowindex.status import status_of_detail
+from ..flowindex.status import status_of_detail, status_of_record, statuses_of_page
 from ..flowindex.store import index_record
 from ..flowsearch import SearchQuery, read_search, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm
@@ -73,6 +73,7 @@ def index():
         query=query,
         nav=nav,
         notices=notices + nav.notices,
+        row_statuses=statuses_of_page(page, query.archived),
         search_form=FlowSearchForm(formdata=None),
     )
 
@@ -92,7 +93,14 @@ def _search():
     person = _audit_person_search(query, page.rows)
     counts = status_counts(query.search)
     return render_template(
-        "flows/search.html", query=query, page=page, counts=counts, person=person, synced=last_listed(), now=utc_now()
+        "flows/search.html",
+        query=query,
+        page=page,
+        row_statuses={row.flow_id: status_of_record(row) for row in page.rows},
+        counts=counts,
+        person=person,
+        synced=last_listed(),
+        now=utc_now(),
     )
 
 
