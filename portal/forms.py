@@ -138,6 +138,16 @@ class UserChangeForm(FlaskForm):
 ANY = SelectChoice("", _l("Any"))
 
 
+SEARCH_YEARS = (1800, 2999)  # birth dates and creation days the portal can turn into times in every zone
+
+
+def within_years(form, field) -> None:
+    if field.data and not SEARCH_YEARS[0] <= field.data.year <= SEARCH_YEARS[1]:
+        raise ValidationError(
+            _("Use a date between the years %(first)d and %(last)d.", first=SEARCH_YEARS[0], last=SEARCH_YEARS[1])
+        )
+
+
 class FlowSearchForm(FlaskForm):
     """The search box and filters of the flow list: a GET form, its state all in the query string.
 
@@ -156,14 +166,16 @@ class FlowSearchForm(FlaskForm):
         ),
         render_kw={"autocomplete": "off", "spellcheck": "false"},
     )
-    born = DateField(_l("Born"), validators=[Optional()], description=_l("Date of birth, to narrow a name"))
+    born = DateField(
+        _l("Born"), validators=[Optional(), within_years], description=_l("Date of birth, to narrow a name")
+    )
     status = SelectField(_l("Consent status"), choices=[ANY, *CONSENT_STATUSES], default="")
     lifecycle = SelectField(_l("Lifecycle"), choices=[ANY, *LIFECYCLES], default="")
     country = SelectField(
         _l("Country"), choices=[ANY, *(SelectChoice(code, name) for code, name in COUNTRY_NAMES.items())], default=""
     )
-    created_from = DateField(_l("Created from"), validators=[Optional()], name="from")
-    created_to = DateField(_l("Created until"), validators=[Optional()], name="to")
+    created_from = DateField(_l("Created from"), validators=[Optional(), within_years], name="from")
+    created_to = DateField(_l("Created until"), validators=[Optional(), within_years], name="to")
     incidents = SelectField(
         _l("Incidents"),
         choices=[ANY, SelectChoice("yes", _l("With incidents")), SelectChoice("no", _l("Without incidents"))],

@@ -90,6 +90,12 @@ def flow_named(text: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+def index_knows_reference(text: str) -> bool:
+    """Whether some flow in the index has `text` as its reference (in any letter case)."""
+    query = select(FlowRecord.id).where(FlowRecord.reference_id.in_(_spellings(text))).limit(1)
+    return db.session.scalar(query) is not None
+
+
 def search_page(
     search: FlowSearch, limit: int, after: Position | None = None, before: Position | None = None
 ) -> ResultPage:
@@ -212,8 +218,12 @@ def _text_clause(text: str):
 
 
 def _identifier_clause(text: str):
-    spellings = {text, text.upper(), text.lower()}  # equality keeps each column's own index usable
+    spellings = _spellings(text)
     return or_(FlowRecord.reference_id.in_(spellings), FlowRecord.flow_id.in_(spellings))
+
+
+def _spellings(text: str) -> set[str]:
+    return {text, text.upper(), text.lower()}  # equality keeps each column's own index usable
 
 
 def _name_prefix(key: str):

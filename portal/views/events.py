@@ -32,6 +32,9 @@ def _filters(args) -> tuple[dict, bool]:
     clean = {name: value for name, value in raw.items() if value and FILTER_VALUE.fullmatch(value)}
     if "before" in clean and before_argument(clean["before"]) is None:
         del clean["before"]
+    if clean.get("unlinked") == "0":
+        del clean["unlinked"]  # "not only the unlinked ones": the default
+        raw["unlinked"] = ""
     if clean.get("unlinked", "1") != "1":
         del clean["unlinked"]
     return clean, len(clean) != len([value for value in raw.values() if value])
@@ -80,9 +83,10 @@ def export():
 
     No bodies: a body may carry a national id, and these columns are what staff compare.
     """
-    filters, refused = _valid_filters()
-    if refused:
-        return refused
+    filters, dropped = _filters(request.args)
+    if dropped:  # export nothing that was not asked for: back to the list, which says what was left out
+        flash(_("A filter value was not valid and was left out."), "warning")
+        return redirect(url_for("events.index", **filters))
     filters.pop("before", None)
     record_audit(current_user.username, "export_events", urlencode(filters) or "all events")
     rows = (_export_row(event) for event in iter_matching_events(**_search(filters)))

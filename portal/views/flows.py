@@ -23,7 +23,14 @@ from ..flowapi import (
     ValidationFailed,
 )
 from ..flowindex.feed import saw_created, saw_detail, saw_page
-from ..flowindex.search import export_rows, flow_named, last_listed, search_page, status_counts
+from ..flowindex.search import (
+    export_rows,
+    flow_named,
+    index_knows_reference,
+    last_listed,
+    search_page,
+    status_counts,
+)
 from ..flowindex.status import status_of_detail, status_of_record, statuses_of_page
 from ..flowindex.store import index_record
 from ..flowsearch import SearchQuery, read_search, wants_index
@@ -203,8 +210,11 @@ def _render_detail(flow_id: str, revealed: bool = False):
 @bp.get("/<flow_id>")
 def detail(flow_id: str):
     """Everything the service knows about one flow, and the webhook events received for it."""
-    if (named := flow_named(flow_id)) and named != flow_id:  # a reference (/flows/LA-10040): to its flow
+    typed = flow_id.strip()
+    if (named := flow_named(typed)) and named != flow_id:  # a reference (/flows/LA-10040): to its flow
         return redirect(url_for("flows.detail", flow_id=named))
+    if not named and index_knows_reference(typed):  # a reference several flows share: let staff choose
+        return redirect(url_for("flows.index", q=typed))
     return _render_detail(flow_id)
 
 
