@@ -148,7 +148,8 @@ def test_a_repeated_reference_lists_its_flows_instead_of_choosing_one(world):
         )
     listed = world.get("/flows?q=xr-7")
     assert sorted(ids(listed)) == ["other-1", "other-2"]
-    assert world.get("/flows/XR-7").status_code == 404  # the service's answer: no flow has that id
+    shared = world.get("/flows/XR-7")  # a reference several flows share: the list of them, not a 404
+    assert shared.status_code == 302 and shared.headers["Location"].endswith("/flows?q=XR-7")
 
 
 # Each person's number as created (PEOPLE) and written otherwise: with and without separators, 10 or 12

@@ -18,8 +18,14 @@ def writer() -> IndexWriter:
 
 
 def saw_page(page: FlowPage, archived: bool, source: str = LIST) -> None:
-    seen_at = utc_now()
-    writer().submit(lambda: (from_summary(item, archived, seen_at, source) for item in page.items))
+    seen_at, index_writer = utc_now(), writer()
+
+    def observe():
+        for item in page.items:
+            if item.id and not index_writer.said_lately(f"{source}:{item.id}", (archived, item.raw), seen_at):
+                yield from_summary(item, archived, seen_at, source)
+
+    index_writer.submit(observe)
 
 
 def saw_detail(flow: FlowDetail) -> None:

@@ -47,6 +47,7 @@ class IndexWriter:
         self._pid: int | None = None
         self._start_lock = threading.Lock()
         self._written: dict[str, tuple[Observation, datetime]] = {}  # flow id -> what was written, when
+        self._handed: dict[str, tuple[object, datetime]] = {}  # a source's key -> what it said, when
         atexit.register(self.flush, SHUTDOWN_FLUSH_SECONDS)
 
     def submit(self, job: Job) -> None:
@@ -92,6 +93,20 @@ class IndexWriter:
             with self._idle:
                 self._pending -= len(jobs)
                 self._idle.notify_all()
+
+    def said_lately(self, key: str, said: object, seen_at: datetime) -> bool:
+        """Whether a source said exactly `said` of `key` less than REWRITE_AFTER ago; else remember it.
+
+        For the writer thread's jobs: a list page reloaded unchanged is dropped before its items are
+        even read (comparing the item's JSON costs less than reading it).
+        """
+        last = self._handed.get(key)
+        if last and last[0] == said and seen_at - last[1] < REWRITE_AFTER:
+            return True
+        if len(self._handed) > MAX_REMEMBERED:
+            self._handed.clear()
+        self._handed[key] = (said, seen_at)
+        return False
 
     def _not_written_lately(self, observations) -> list[Observation]:
         fresh, in_batch = [], {}
