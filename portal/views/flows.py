@@ -210,7 +210,7 @@ def _render_detail(flow_id: str, revealed: bool = False):
 @bp.get("/<flow_id>")
 def detail(flow_id: str):
     """Everything the service knows about one flow, and the webhook events received for it."""
-    typed = flow_id.strip()
+    typed = _valid_flow_id(flow_id.strip())  # a flow id or a reference: letters, digits, - and _
     if (named := flow_named(typed)) and named != flow_id:  # a reference (/flows/LA-10040): to its flow
         return redirect(url_for("flows.detail", flow_id=named))
     if not named and index_knows_reference(typed):  # a reference several flows share: let staff choose
