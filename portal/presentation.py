@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 
 from babel.dates import format_timedelta
 from flask import Flask, current_app
-from flask_babel import get_locale
+from flask_babel import format_number, get_locale
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 
@@ -124,6 +124,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(pretty_json, "pretty_json")
     app.add_template_filter(mask_personal_data, "mask_personal")
     app.add_template_filter(status_hint, "status_hint")
+    app.add_template_filter(format_number, "number")  # 10 000 / 10,000: as the reader's language writes it
 
     @app.context_processor
     def portal_context():

@@ -476,3 +476,28 @@ def test_a_large_export_is_read_in_chunks(world):
     bulk = [row["flow_id"] for row in rows if row["flow_id"].startswith("bulk-")]
     assert len(bulk) == 2500 and len(set(bulk)) == 2500
     assert f"{len(rows)} flows match" in world.get("/flows?status=Opened").text
+
+
+LONG_AGO = datetime(1990, 6, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def test_counts_past_the_cap_say_more_than(world, monkeypatch):
+    """Past COUNT_CAP flows a count is "more than" (each status counted by index up to the cap)."""
+    from portal.flowindex import search
+
+    now = datetime.now(timezone.utc)
+    statuses = ["Accepted"] * 4 + ["Opened"] * 2 + [None]
+    observations = [
+        Observation(f"many-{n}", LIST, now, now, consent_status=status, archived=False, created_at=LONG_AGO)
+        for n, status in enumerate(statuses)
+    ]
+    with world.app.app_context():
+        apply_observations(observations, KEY)
+    monkeypatch.setattr(search, "COUNT_CAP", 3)
+    with world.app.test_request_context():
+        day = LONG_AGO.date()
+        counts = search.status_counts(search.FlowSearch(archived=None, created_from=day, created_to=day))
+    assert counts == {"Accepted": 4, "Opened": 2, None: 1}
+    monkeypatch.setattr("portal.views.flows.COUNT_CAP", 3)
+    page = world.get("/flows?archived=all&from=1990-06-01&to=1990-06-01")
+    assert "More than 3 flows match" in page.text and "more than 3" in page.text

@@ -19,6 +19,7 @@ from ..extensions import db
 from ..models import FlowRecord
 from ..paging import MAX_ROW_ID
 from .keys import name_key
+from .observations import CONSENT_STATUSES
 
 SORT_COLUMNS = {"created": FlowRecord.created_at, "changed": FlowRecord.changed_at}
 EXPORT_CHUNK = 1000
@@ -112,14 +113,29 @@ def search_page(
     return ResultPage(rows, _position(rows, -1, search) if more else None, previous)
 
 
+COUNT_CAP = 10_000  # past this many flows a count says "more than", so a broad filter still counts fast
+
+
 def status_counts(search: FlowSearch) -> dict[str | None, int]:
-    """How many flows match every filter but the consent status, per consent status (one GROUP BY)."""
-    query = (
-        select(FlowRecord.consent_status, func.count())
-        .where(*_conditions(replace(search, status=None)))
-        .group_by(FlowRecord.consent_status)
-    )
-    return dict(db.session.execute(query).all())
+    """How many flows match every filter but the consent status, per consent status.
+
+    Exact when at most COUNT_CAP flows match (one GROUP BY over them). Past that, each of the four
+    statuses (and "none yet") is counted over at most COUNT_CAP + 1 rows by index, so a count above
+    COUNT_CAP means "more than COUNT_CAP" and a filter over a million flows still counts in milliseconds.
+    """
+    conditions = _conditions(replace(search, status=None))
+    if _capped_count(conditions) <= COUNT_CAP:
+        query = select(FlowRecord.consent_status, func.count()).where(*conditions).group_by(FlowRecord.consent_status)
+        return dict(db.session.execute(query).all())
+    statuses = {status: FlowRecord.consent_status == status for status in CONSENT_STATUSES}
+    counts = {status: _capped_count([*conditions, term]) for status, term in statuses.items()}
+    counts[None] = _capped_count([*conditions, FlowRecord.consent_status.is_(None)])
+    return {status: count for status, count in counts.items() if count}
+
+
+def _capped_count(conditions: list) -> int:
+    capped = select(FlowRecord.id).where(*conditions).limit(COUNT_CAP + 1).subquery()
+    return db.session.scalar(select(func.count()).select_from(capped))
 
 
 def export_rows(search: FlowSearch, chunk: int = EXPORT_CHUNK) -> Iterator[FlowRecord]:

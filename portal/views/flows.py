@@ -24,6 +24,7 @@ from ..flowapi import (
 )
 from ..flowindex.feed import saw_created, saw_detail, saw_page
 from ..flowindex.search import (
+    COUNT_CAP,
     export_rows,
     flow_named,
     index_knows_reference,
@@ -105,6 +106,7 @@ def _search():
         page=page,
         row_statuses={row.flow_id: status_of_record(row) for row in page.rows},
         counts=counts,
+        count_cap=COUNT_CAP,
         person=person,
         synced=last_listed(),
         now=utc_now(),
