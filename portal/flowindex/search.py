@@ -13,7 +13,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from flask import current_app
-from sqlalchemy import func, or_, select, tuple_
+from sqlalchemy import func, or_, select, true, tuple_
 
 from ..extensions import db
 from ..models import FlowRecord
@@ -216,7 +216,8 @@ def _conditions(search: FlowSearch) -> list:
         if value is not None:
             terms.append(column == value)
     if search.incidents is not None:
-        terms.append(record.has_incidents.is_(True) if search.incidents else record.has_incidents.is_not(True))
+        # `= true`, not `IS TRUE`: only an equality can use the index
+        terms.append(record.has_incidents == true() if search.incidents else record.has_incidents.is_not(True))
     if search.created_from:
         terms.append(record.created_at >= _day_start(search.created_from))
     if search.created_to:
