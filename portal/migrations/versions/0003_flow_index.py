@@ -62,10 +62,12 @@ def upgrade():
         batch_op.create_index(batch_op.f('ix_flow_index_birth_date'), ['birth_date'], unique=False)
         batch_op.create_index('ix_flow_index_changed', ['changed_at', 'id'], unique=False)
         batch_op.create_index(batch_op.f('ix_flow_index_consent_status'), ['consent_status'], unique=False)
-        batch_op.create_index(batch_op.f('ix_flow_index_country'), ['country'], unique=False)
+        batch_op.create_index('ix_flow_index_country', ['country', 'consent_status'], unique=False)
         batch_op.create_index('ix_flow_index_created', ['created_at', 'id'], unique=False)
         batch_op.create_index(batch_op.f('ix_flow_index_flow_number'), ['flow_number'], unique=False)
-        batch_op.create_index(batch_op.f('ix_flow_index_has_incidents'), ['has_incidents'], unique=False)
+        batch_op.create_index(
+            'ix_flow_index_incidents', ['has_incidents', 'country', 'consent_status'], unique=False
+        )
         batch_op.create_index(batch_op.f('ix_flow_index_lifecycle'), ['lifecycle'], unique=False)
         batch_op.create_index(
             'ix_flow_index_name', ['last_name_key', 'birth_date'], unique=False,
@@ -109,10 +111,10 @@ def downgrade():
         batch_op.drop_index(batch_op.f('ix_flow_index_national_id_hash'))
         batch_op.drop_index('ix_flow_index_name')
         batch_op.drop_index(batch_op.f('ix_flow_index_lifecycle'))
-        batch_op.drop_index(batch_op.f('ix_flow_index_has_incidents'))
+        batch_op.drop_index('ix_flow_index_incidents')
         batch_op.drop_index(batch_op.f('ix_flow_index_flow_number'))
         batch_op.drop_index('ix_flow_index_created')
-        batch_op.drop_index(batch_op.f('ix_flow_index_country'))
+        batch_op.drop_index('ix_flow_index_country')
         batch_op.drop_index(batch_op.f('ix_flow_index_consent_status'))
         batch_op.drop_index('ix_flow_index_changed')
         batch_op.drop_index(batch_op.f('ix_flow_index_birth_date'))
