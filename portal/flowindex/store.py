@@ -15,7 +15,7 @@ from .keys import name_key, read_national_id
 from .observations import CREATE, WEBHOOK, Observation
 
 log = logging.getLogger(__name__)
-BATCH = 500
+BATCH = 1000
 # What a flow is now, in parts that sources tell separately: (fields, the column of when they were
 # true, the column naming their source). A part is overwritten only by an observation at least as new.
 STATE_PARTS = (

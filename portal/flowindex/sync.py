@@ -34,7 +34,7 @@ LEASE_TTL = timedelta(minutes=5)
 RENEW_AFTER = timedelta(seconds=30)  # a write renews the lease once this much of it has passed
 PAGE_SIZE = 100  # the most DESIGN §3 allows per page
 DETAIL_CHUNK = 100  # flows fetched one by one for their names, written a hundred at a time
-BUFFERED_PAGES = 5  # pages fetched ahead of a slow database at most (memory: BUFFERED_PAGES + 1 pages)
+BUFFERED_PAGES = 10  # pages fetched ahead of a slow database at most (memory: BUFFERED_PAGES + 1 pages)
 # The catch-up walk after a full sync stops at flows this much older than the sync's start, should the
 # flows it knows from the first page be gone: the service's clock may differ from ours.
 CATCH_UP_MARGIN = timedelta(hours=1)
