@@ -25,6 +25,8 @@ setup_venv() {
     echo "pip install failed; the whole log is in .venv/install.log" >&2
     exit 1
   fi
+  echo "== compiling the translations (messages.mo is built here, not kept in git)"
+  .venv/bin/pybabel compile -d portal/translations >/dev/null
 }
 
 as_root() {

@@ -174,13 +174,19 @@ def _not_older(record: FlowRecord, time_column: str, observation: Observation) -
     return kept is None or observation.state_at >= kept
 
 
-def _merge_part(record, observation: Observation, fields: tuple, time_column: str, source_column: str | None) -> bool:
+def _take_known(record, observation: Observation, fields: tuple) -> bool:
+    """Copy the fields the observation knows (not None) into the record; True when one differed."""
     changed = False
     for name in fields:
         value = getattr(observation, name)
         if value is not None and getattr(record, name) != value:
             setattr(record, name, value)
             changed = True
+    return changed
+
+
+def _merge_part(record, observation: Observation, fields: tuple, time_column: str, source_column: str | None) -> bool:
+    changed = _take_known(record, observation, fields)
     setattr(record, time_column, max(getattr(record, time_column) or observation.state_at, observation.state_at))
     if source_column and any(getattr(observation, name) is not None for name in fields):
         setattr(record, source_column, observation.source)
@@ -188,12 +194,7 @@ def _merge_part(record, observation: Observation, fields: tuple, time_column: st
 
 
 def _merge_identity(record: FlowRecord, observation: Observation, index_key: bytes) -> bool:
-    changed = False
-    for name in IDENTITY_FIELDS:
-        value = getattr(observation, name)
-        if value is not None and getattr(record, name) != value:
-            setattr(record, name, value)
-            changed = True
+    changed = _take_known(record, observation, IDENTITY_FIELDS)
     if observation.last_name:
         record.last_name_key = name_key(observation.last_name)
     if observation.created_by and not record.created_by:
