@@ -3,13 +3,14 @@
 import sys
 from collections.abc import Mapping
 from datetime import timedelta
+from pathlib import Path
 
-from dotenv import find_dotenv, load_dotenv
+from dotenv import load_dotenv
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import auth_setup, cli, database, errors, i18n, presentation, security
-from .extensions import csrf, db, limiter, migrate
+from . import auth_setup, cli, database, errors, i18n, logs, presentation, security, throttle
+from .extensions import csrf, db, migrate
 from .flowapi import build_client
 from .flowindex import feed as flow_index
 from .settings import Settings, SettingsError, load_settings
@@ -25,10 +26,11 @@ def create_app(config: Mapping | None = None) -> Flask:
     app = Flask(__name__, template_folder="../templates", static_folder="../static", instance_relative_config=True)
     settings = _load_settings(app, config)
     _configure(app, settings, config or {})
+    logs.init_app(app, settings.log_level)  # first: its hooks time and log every request, redirected ones too
     _init_extensions(app, settings)
     _register_blueprints(app, settings)
     errors.init_app(app)
-    security.init_app(app)
+    security.init_app(app, https=settings.public_url.startswith("https://"))
     cli.init_app(app)
     presentation.init_app(app)
     return app
@@ -36,7 +38,9 @@ def create_app(config: Mapping | None = None) -> Flask:
 
 def _load_settings(app: Flask, config: Mapping | None) -> Settings:
     if config is None:
-        load_dotenv(find_dotenv(usecwd=True))  # the working directory's .env, never overriding the environment
+        # The working directory's .env only (never a parent's: a stray file there could redirect a secret),
+        # never overriding the environment.
+        load_dotenv(Path.cwd() / ".env")
     try:
         return load_settings(config, instance_path=app.instance_path, testing=bool(config and config.get("TESTING")))
     except SettingsError as error:
@@ -46,7 +50,6 @@ def _load_settings(app: Flask, config: Mapping | None) -> Settings:
 
 def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:
     app.extensions["portal.settings"] = settings
-    app.logger.setLevel(settings.log_level)  # the "portal" logger, parent of every module's logger
     app.config.update(
         SECRET_KEY=settings.secret_key,
         SQLALCHEMY_DATABASE_URI=settings.database_url,
@@ -56,14 +59,15 @@ def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=settings.public_url.startswith("https://"),
         REMEMBER_COOKIE_SECURE=settings.public_url.startswith("https://"),
-        PERMANENT_SESSION_LIFETIME=timedelta(hours=10),
+        PERMANENT_SESSION_LIFETIME=timedelta(seconds=settings.session_max_seconds),
+        SESSION_REFRESH_EACH_REQUEST=False,  # the idle clock is written back once a minute (auth_setup)
         MAX_CONTENT_LENGTH=max(settings.webhook_max_bytes, 1024 * 1024),
-        RATELIMIT_STORAGE_URI=settings.redis_url or "memory://",
-        RATELIMIT_HEADERS_ENABLED=False,
-        RATELIMIT_SWALLOW_ERRORS=True,
-        RATELIMIT_IN_MEMORY_FALLBACK_ENABLED=True,
+        TRUSTED_HOSTS=list(settings.trusted_hosts),  # any other Host header is a 400, never echoed in a link
     )
     app.config.update({key: overrides[key] for key in FLASK_KEYS if key in overrides})
+    app.wsgi_app = security.TrustedHosts(
+        app.wsgi_app, settings.trusted_hosts
+    )  # inside ProxyFix: sees the client's host
     if settings.trusted_proxies:
         # Behind N reverse proxies: the client address (audit log, throttling) and https come from them.
         hops = settings.trusted_proxies
@@ -75,7 +79,7 @@ def _init_extensions(app: Flask, settings: Settings) -> None:
     database.configure_engine(app)
     migrate.init_app(app, db, directory=str(database.MIGRATIONS))
     csrf.init_app(app)
-    limiter.init_app(app)
+    throttle.init_app(app, settings.redis_url, settings.redis_prefix)
     i18n.init_app(app)
     auth_setup.init_app(app, settings)
     app.extensions["flow_client"] = build_client(settings)

@@ -1,15 +1,24 @@
-"""Staff accounts: the rules that hold whether an admin uses the web pages or the command line."""
+"""Staff accounts: the rules that hold whether an admin uses the web pages or the command line.
 
+Every change is saved in one transaction with its audit entry (never a change without its record), is
+logged, and names its `actor`: the signed-in admin's username, or `cli:<user>` from the command line.
+"""
+
+import logging
 import re
 
 from flask_babel import gettext as _
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 
+from .audit import record_audit
 from .extensions import db
 from .models import ROLES, User
 
 USERNAME = re.compile(r"[A-Za-z0-9._@-]{1,80}")
 MIN_PASSWORD = 10
+ACTIVE_ADMIN = and_(User.role == "admin", User.disabled.is_(False))
+
+log = logging.getLogger(__name__)
 
 
 class AccountError(ValueError):
@@ -20,46 +29,107 @@ def find_account(username: str) -> User | None:
     return db.session.scalar(select(User).where(User.username == username))
 
 
-def create_account(username: str, role: str, password: str, sso_subject: str | None = None) -> User:
+def find_sso_account(subject: str) -> User | None:
+    """The account linked to a single sign-on subject (the identity provider's `sub`)."""
+    return db.session.scalar(select(User).where(User.sso_subject == subject))
+
+
+def create_account(username: str, role: str, password: str, sso_subject: str | None = None, *, actor: str) -> User:
+    """A new staff account."""
     if not USERNAME.fullmatch(username):
         raise AccountError(_("A username is 1–80 letters, digits or . _ @ -"))
-    if role not in ROLES:
-        raise AccountError(_("The role must be one of %(roles)s.", roles=", ".join(ROLES)))
-    if len(password) < MIN_PASSWORD:
-        raise AccountError(_("The password must be at least %(count)d characters.", count=MIN_PASSWORD))
+    _check_role(role)
+    _check_password(password)
     if find_account(username):
         raise AccountError(_("A user named %(name)s exists already.", name=username))
     user = User(username=username, role=role, sso_subject=sso_subject)
     user.set_password(password)
     db.session.add(user)
-    db.session.commit()
+    _save(actor, "account.create", f"{username} ({role})")
     return user
 
 
-def change_role(user: User, role: str) -> None:
+def change_role(user: User, role: str, *, actor: str) -> None:
+    """Give `user` another role; their sessions end, since what they may do has changed."""
+    _check_role(role)
+    admins = _lock(user)
+    before = user.role
+    if role == before:
+        db.session.commit()  # nothing to change: end the transaction and its locks
+        return
+    user.role = role
+    user.end_sessions()
+    _keep_an_admin(admins, user)
+    _save(actor, "account.role", f"{user.username}: {before} -> {role}")
+
+
+def set_disabled(user: User, disabled: bool, *, actor: str) -> None:
+    """Disable an account, ending its sessions, or enable it again."""
+    admins = _lock(user)
+    if user.disabled == disabled:
+        db.session.commit()
+        return
+    user.disabled = disabled
+    if disabled:
+        user.end_sessions()
+    _keep_an_admin(admins, user)
+    _save(actor, "account.disable" if disabled else "account.enable", user.username)
+
+
+def change_password(user: User, password: str, *, actor: str) -> None:
+    """Give `user` a new password; the sessions the old one opened end."""
+    _check_password(password)
+    _lock(user)
+    user.set_password(password)
+    _save(actor, "account.password", user.username)
+
+
+def sign_out_everywhere(user: User, *, actor: str) -> None:
+    """End every session of `user`, in every browser, at its next request."""
+    _lock(user)
+    user.end_sessions()
+    _save(actor, "account.sign_out_everywhere", user.username)
+
+
+def _check_role(role: str) -> None:
     if role not in ROLES:
         raise AccountError(_("The role must be one of %(roles)s.", roles=", ".join(ROLES)))
-    if role != "admin":
-        _keep_an_admin(user)
-    user.role = role
+
+
+def _check_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD:
+        raise AccountError(_("The password must be at least %(count)d characters.", count=MIN_PASSWORD))
+
+
+def _lock(user: User) -> int:
+    """Lock and reload `user` and every active admin for this transaction; how many active admins there are.
+
+    PostgreSQL locks the rows, in id order so that two changes never deadlock; a second change waits
+    here for the first to commit, then reads what it wrote. SQLite ignores FOR UPDATE: its one write
+    lock comes with the change's flush (see `_keep_an_admin`).
+    """
+    query = select(User).where(or_(User.id == user.id, ACTIVE_ADMIN)).order_by(User.id).with_for_update()
+    rows = db.session.scalars(query.execution_options(populate_existing=True)).all()
+    return sum(1 for row in rows if row.role == "admin" and not row.disabled)
+
+
+def _keep_an_admin(admins_before: int, changed: User) -> None:
+    """Refuse a change that leaves no active admin: nobody could manage accounts any more.
+
+    Runs after the change, in its transaction. The flush writes the change (on SQLite that takes the
+    write lock, held to the commit, and pysqlite begins the transaction only there, so the count below
+    sees every change committed before); on PostgreSQL `_lock` holds every active admin's row. Either
+    way no other change can take an admin away between this count and the commit.
+    """
+    name = changed.username
+    db.session.flush()
+    if admins_before and not db.session.scalar(select(func.count()).select_from(User).where(ACTIVE_ADMIN)):
+        db.session.rollback()
+        raise AccountError(_("%(name)s is the last active admin; make another admin first.", name=name))
+
+
+def _save(actor: str, action: str, target: str) -> None:
+    """Commit the change with its audit entry, then log it."""
+    record_audit(actor, action, target, commit=False)
     db.session.commit()
-
-
-def set_disabled(user: User, disabled: bool) -> None:
-    if disabled:
-        _keep_an_admin(user)
-    user.disabled = disabled
-    db.session.commit()
-
-
-def _keep_an_admin(leaving: User) -> None:
-    """Refuse to take away the last active admin: nobody could manage accounts any more."""
-    if leaving.role != "admin" or leaving.disabled:
-        return
-    others = db.session.scalar(
-        select(func.count())
-        .select_from(User)
-        .where(User.role == "admin", User.disabled.is_(False), User.id != leaving.id)
-    )
-    if not others:
-        raise AccountError(_("%(name)s is the last active admin; make another admin first.", name=leaving.username))
+    log.info("account change %r by %r: %r", action, actor, target)

@@ -1,9 +1,17 @@
-"""Staff sessions: Flask-Login, the sign-in gate in front of every page, optional OIDC single sign-on."""
+"""Staff sessions: Flask-Login, the sign-in gate in front of every page, optional OIDC single sign-on.
+
+A session is a signed cookie; what makes it end on the server's word is the user's session version,
+checked on every request: sign-out, a password or role change and disabling bump it, and every
+cookie carrying the old version stops working, copies included. Each session also has an idle
+timeout and an absolute lifetime, both measured from times the cookie carries.
+"""
+
+import time
 
 from authlib.integrations.flask_client import OAuth
-from flask import Flask, current_app, g, request
+from flask import Flask, current_app, flash, g, redirect, request, session, url_for
 from flask_babel import lazy_gettext as _l
-from flask_login import current_user
+from flask_login import current_user, login_user
 
 from .database import DatabaseUnavailable, database_unavailable, is_unavailable, mark_unavailable
 from .extensions import db, login_manager
@@ -19,12 +27,18 @@ PUBLIC_ENDPOINTS = {
     "auth.sso_callback",
     "health.live",
     "health.ready",
+    "health.metrics",  # guarded by address or bearer token instead
     "health.consent_complete",
     "webhooks.receive",
 }
 
 
+SESSION_KEYS = ("_user_id", "_fresh", "_id", "sv", "since", "seen", "csrf_token")
+SEEN_EVERY = 60  # seconds: the idle clock is written back at most this often, not on every request
+
+
 def init_app(app: Flask, settings: Settings) -> None:
+    app.extensions.setdefault("portal.clock", time.time)
     login_manager.init_app(app)
     login_manager.login_view = "auth.login"
     login_manager.login_message = _l("Please sign in to continue.")
@@ -48,6 +62,45 @@ def staff_sso():
     return current_app.extensions.get("staff_sso")
 
 
+def _now() -> int:
+    return int(current_app.extensions["portal.clock"]())
+
+
+def begin_session(user: User) -> None:
+    """A fresh session for `user`: nothing from before sign-in carries over (CSRF token included)."""
+    language = session.get("language")
+    session.clear()
+    if language:
+        session["language"] = language
+    session.permanent = True  # the cookie outlives the browser window, up to the absolute lifetime
+    login_user(user)
+    now = _now()
+    session.update(sv=user.session_version, since=now, seen=now)
+
+
+def end_session(user: User) -> None:
+    """End every session of `user` (this one included) and forget this browser's."""
+    user.end_sessions()
+    db.session.commit()
+    for key in SESSION_KEYS:
+        session.pop(key, None)
+
+
+def _session_problem(user: User) -> str | None:
+    """Why this request's session no longer holds for `user`, or None while it does."""
+    settings = current_app.extensions["portal.settings"]
+    now, since, seen = _now(), session.get("since"), session.get("seen")
+    if session.get("sv") != user.session_version or not isinstance(since, int) or not isinstance(seen, int):
+        return "ended"
+    if now - since > settings.session_max_seconds:
+        return "expired"
+    if now - seen > settings.session_idle_seconds:
+        return "idle"
+    if now - seen >= SEEN_EVERY:
+        session["seen"] = now
+    return None
+
+
 def _load_user(user_id: str) -> User | None:
     # Never raises: an error page renders the base template, which asks for the user again.
     if not user_id.isdigit() or database_unavailable():
@@ -59,7 +112,22 @@ def _load_user(user_id: str) -> User | None:
             raise
         mark_unavailable(error)
         return None
-    return user if user and user.is_active else None
+    if not (user and user.is_active):
+        return None
+    problem = _session_problem(user)
+    if problem:
+        g.session_ended = problem
+        for key in SESSION_KEYS:
+            session.pop(key, None)
+        return None
+    return user
+
+
+SESSION_ENDED = {
+    "ended": _l("Your session was ended (signed out elsewhere, or your account changed). Sign in again."),
+    "expired": _l("Your session reached its time limit. Sign in again."),
+    "idle": _l("You were signed out after a time without activity. Sign in again."),
+}
 
 
 def _require_sign_in():
@@ -68,6 +136,10 @@ def _require_sign_in():
     if not current_user.is_authenticated:
         if database_unavailable():
             raise DatabaseUnavailable  # the 503 page, not a sign-in form that cannot work either
+        ended = g.get("session_ended")
+        if ended and request.method == "GET":
+            flash(str(SESSION_ENDED[ended]), "info")
+            return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
         return login_manager.unauthorized()
     return None
 

@@ -1,6 +1,6 @@
-"""Command-line groups on `flask --app portal`: users, keys, check, events, flows."""
+"""Command-line groups on `flask --app portal`: users, audit, keys, check, events, flows."""
 
-import csv
+import getpass
 import hashlib
 import hmac
 import json
@@ -19,15 +19,27 @@ from joserfc.jwk import RSAKey
 from sqlalchemy import select
 from standardwebhooks import Webhook
 
-from .accounts import AccountError, change_role, create_account, find_account, set_disabled
+from .accounts import (
+    AccountError,
+    change_password,
+    change_role,
+    create_account,
+    find_account,
+    set_disabled,
+    sign_out_everywhere,
+)
+from .audit import EXPORT_FORMATS, AuditFilter, export_audit
+from .csvexport import csv_chunks
 from .extensions import db
 from .flowapi import FlowApiError, InsufficientScope, TokenRequestRefused, Unauthorized, UpstreamProtocolError
 from .flowapi.auth import MIN_KEY_BITS
 from .flowindex.sync import ALL, ARCHIVED, CURRENT, SyncLocked, SyncReport, SyncStopped, run_sync
+from .masking import mask_document
 from .models import ROLES, User
 from .webhooks.store import event_document, iter_events, prune_events
 
-users = AppGroup("users", help="Manage staff accounts.")
+users = AppGroup("users", help="Manage staff accounts; every change is audited as cli:<your user name>.")
+audit = AppGroup("audit", help="The audit log: who saw personal data or changed an account, and when.")
 keys = AppGroup("keys", help="Key pairs for the self-signed JWT (seed §5.3).")
 events = AppGroup("events", help="Stored webhook events: retention, export, test deliveries.")
 flows = AppGroup("flows", help="The flow index: the portal's own read model of every flow.")
@@ -45,11 +57,30 @@ def _user(username: str) -> User:
     return user
 
 
-def _apply(change, user: User, value) -> None:
+def _actor() -> str:
+    """Who the audit log names for a change made here: `cli:` and the operating-system user."""
     try:
-        change(user, value)
+        name = getpass.getuser()
+    except (KeyError, OSError):  # no LOGNAME/USER and no password-database entry (some containers)
+        name = "unknown"
+    return f"cli:{name}"[:80]
+
+
+def _apply(change, *args) -> None:
+    try:
+        change(*args, actor=_actor())
     except AccountError as error:
         raise click.ClickException(str(error)) from None
+
+
+def _password_option(command):
+    return click.option(
+        "--password",
+        prompt=True,
+        hide_input=True,
+        confirmation_prompt=True,
+        help="Prompted for when not given; piped input works too.",
+    )(command)
 
 
 # -- users -------------------------------------------------------------------------------------
@@ -58,20 +89,11 @@ def _apply(change, user: User, value) -> None:
 @users.command("create")
 @click.argument("username")
 @click.option("--role", type=click.Choice(ROLES), default="viewer", show_default=True)
-@click.option(
-    "--password",
-    prompt=True,
-    hide_input=True,
-    confirmation_prompt=True,
-    help="Prompted for when not given; piped input works too.",
-)
+@_password_option
 @click.option("--sso-subject", help="Link the account to this single sign-on subject (`sub`).")
 def create_user(username: str, role: str, password: str, sso_subject: str | None):
     """Create a staff account."""
-    try:
-        create_account(username, role, password, sso_subject)
-    except AccountError as error:
-        raise click.ClickException(str(error)) from None
+    _apply(create_account, username, role, password, sso_subject)
     click.echo(f"created {username} ({role})")
 
 
@@ -92,6 +114,14 @@ def disable_user(username: str):
     click.echo(f"disabled {username}")
 
 
+@users.command("enable")
+@click.argument("username")
+def enable_user(username: str):
+    """Enable a disabled account again."""
+    _apply(set_disabled, _user(username), False)
+    click.echo(f"enabled {username}")
+
+
 @users.command("set-role")
 @click.argument("username")
 @click.argument("role", type=click.Choice(ROLES))
@@ -99,6 +129,42 @@ def set_role(username: str, role: str):
     """Change an account's role."""
     _apply(change_role, _user(username), role)
     click.echo(f"{username} is now {role}")
+
+
+@users.command("set-password")
+@click.argument("username")
+@_password_option
+def set_user_password(username: str, password: str):
+    """Give an account a new password; its sessions end at their next request."""
+    _apply(change_password, _user(username), password)
+    click.echo(f"new password set for {username}")
+
+
+@users.command("sign-out")
+@click.argument("username")
+def sign_out_user(username: str):
+    """End every session of an account, in every browser, at its next request."""
+    _apply(sign_out_everywhere, _user(username))
+    click.echo(f"every session of {username} ends at its next request")
+
+
+# -- audit -------------------------------------------------------------------------------------
+
+
+def _moment_option(ctx, param, value: str | None) -> datetime | None:
+    return _since(value)
+
+
+@audit.command("export")
+@click.option(
+    "--since", required=True, callback=_moment_option, help="Entries at or after this ISO 8601 date or time (UTC)."
+)
+@click.option("--until", callback=_moment_option, help="Entries before this ISO 8601 date or time (UTC).")
+@click.option("--format", "fmt", type=click.Choice(list(EXPORT_FORMATS)), default="jsonl", show_default=True)
+def export_audit_log(since: datetime, until: datetime | None, fmt: str):
+    """Write the audit log's entries to stdout, oldest first, read in batches."""
+    for chunk in export_audit(AuditFilter(since=since, until=until), fmt):
+        click.echo(chunk, nl=False)
 
 
 # -- keys --------------------------------------------------------------------------------------
@@ -211,23 +277,31 @@ def _since(value: str | None) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+EXPORT_COLUMNS = ("event_id", "type", "flow_id", "received_at", "body")
+
+
 @events.command("export")
 @click.option("--since", help="Only events received at or after this ISO 8601 time.")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True)
 def export(since: str | None, fmt: str):
-    """Write stored events to stdout, oldest first."""
-    columns = ("event_id", "type", "flow_id", "received_at", "body")
-    writer = csv.writer(sys.stdout) if fmt == "csv" else None
-    if writer:
-        writer.writerow(columns)
-    for event in iter_events(_since(since)):
-        row = (event.event_id, event.event_type, event.flow_id, event.received_at.isoformat(), event.body)
-        if writer:
-            writer.writerow(row)
-        else:
-            record = dict(zip(columns, row, strict=True))
-            record["body"] = event_document(event)
-            click.echo(json.dumps(record, ensure_ascii=False))
+    """Write stored events to stdout, oldest first, with every national id masked."""
+    found = iter_events(_since(since))
+    if fmt == "csv":  # csv_cell masks the other columns
+        rows = (_export_row(event, _body_text(mask_document(event_document(event)))) for event in found)
+        for chunk in csv_chunks(EXPORT_COLUMNS, rows):
+            click.echo(chunk, nl=False)
+        return
+    for event in found:
+        record = dict(zip(EXPORT_COLUMNS, _export_row(event, event_document(event)), strict=True))
+        click.echo(json.dumps(mask_document(record), ensure_ascii=False))
+
+
+def _export_row(event, body) -> tuple:
+    return (event.event_id, event.event_type, event.flow_id, event.received_at.isoformat(), body)
+
+
+def _body_text(body) -> str:
+    return body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
 
 
 @events.command("send-test")
@@ -310,5 +384,5 @@ def _print_progress(report: SyncReport) -> None:
 
 
 def init_app(app: Flask) -> None:
-    for command in (users, keys, events, flows, check):
+    for command in (users, audit, keys, events, flows, check):
         app.cli.add_command(command)

@@ -7,16 +7,18 @@ from datetime import datetime
 
 from flask import Response, stream_with_context
 
+from .masking import mask_text
+
 CHUNK_CHARS = 64 * 1024
 # A cell starting with one of these is run as a formula by spreadsheet programs (CSV injection).
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(value) -> str:
-    """The cell's text: times in ISO 8601, nothing for None, a leading apostrophe before a formula."""
+    """The cell's text: times in ISO 8601, nothing for None, national ids masked, an apostrophe before a formula."""
     if value is None:
         return ""
-    text = value.isoformat() if isinstance(value, datetime) else str(value)
+    text = value.isoformat() if isinstance(value, datetime) else mask_text(str(value))
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
@@ -35,8 +37,13 @@ def csv_chunks(header: Iterable[str], rows: Iterable[Iterable]) -> Iterator[str]
 
 
 def csv_response(filename: str, header: Iterable[str], rows: Iterable[Iterable]) -> Response:
-    """A streamed attachment; `rows` is read inside the request (a generator over the store is fine)."""
-    response = Response(stream_with_context(csv_chunks(header, rows)), mimetype="text/csv")
+    """A streamed CSV attachment; `rows` is read inside the request (a generator over the store is fine)."""
+    return download_response(filename, csv_chunks(header, rows), "text/csv")
+
+
+def download_response(filename: str, chunks: Iterable[str], mimetype: str) -> Response:
+    """A streamed attachment of text chunks, read inside the request."""
+    response = Response(stream_with_context(chunks), mimetype=mimetype)
     response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
     response.headers["Cache-Control"] = "no-store"
     return response

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from . import metrics
 from .extensions import db
 from .settings import Settings
 
@@ -38,7 +39,8 @@ def _tune_sqlite(dbapi_connection, _record) -> None:
 def engine_options(settings: Settings) -> dict:
     """SQLAlchemy engine options that bound every wait on the database by the two timeout settings."""
     url = make_url(settings.database_url)
-    options: dict = {"pool_pre_ping": True}
+    # hide_parameters: a failed statement's error (and so a log line) never carries the values, e.g. a national id
+    options: dict = {"pool_pre_ping": True, "hide_parameters": True}
     if url.get_backend_name() == "sqlite":
         # sqlite3's `timeout` is SQLite's busy timeout: how long a statement waits for another writer's
         # lock, the one way a local file keeps a worker waiting.
@@ -84,7 +86,8 @@ def mark_unavailable(error: BaseException) -> None:
     if not getattr(g, "database_unavailable", False):
         origin = getattr(error, "orig", None) or error  # the driver's words, never the statement's parameters
         first_line = (str(origin).strip().splitlines() or [""])[0][:200]
-        log.warning("database unavailable: %s: %s", type(origin).__name__, first_line)
+        log.warning("database unavailable: %s: %r", type(origin).__name__, first_line)
+        metrics.count_db_error(error)
     g.database_unavailable = True
     try:
         db.session.rollback()

@@ -19,6 +19,7 @@ from .flowapi import (
     InsufficientScope,
     NotFound,
     RateLimited,
+    SandboxInProduction,
     TokenRequestRefused,
     Unauthorized,
     UpstreamProtocolError,
@@ -47,6 +48,16 @@ PAGES = {
 
 # Upstream failure -> (HTTP status, title, what the person can do, offer a retry link)
 UPSTREAM_PAGES = (
+    (
+        SandboxInProduction,
+        502,
+        _l("The portal is not set up correctly"),
+        _l(
+            "FLOW_API_URL / FLOW_OIDC_URL point at the Flow Portal sandbox, a stand-in for tests and demos "
+            "that a production portal refuses to use. An administrator should point them at the real Flow Service."
+        ),
+        False,
+    ),
     (
         EndpointNotFound,
         502,
@@ -160,7 +171,9 @@ def upstream_status(error: FlowApiError) -> int:
 
 def upstream_error_page(error: FlowApiError):
     _kind, status, title, advice, retry = _upstream_page(error)
-    log.warning("flow service error on %s: %s (%s): %s", request.path, type(error).__name__, error.support_code, error)
+    log.warning(
+        "flow service error on %r: %s (%r): %r", request.path, type(error).__name__, error.support_code, str(error)
+    )
     return render_error(
         status,
         title,
@@ -186,7 +199,7 @@ def _csrf_error(error: CSRFError):
 
 
 def _unexpected(error: Exception):
-    log.exception("unhandled error on %s", request.path)
+    log.exception("unhandled error on %r", request.path)
     db.session.rollback()  # a failed statement leaves the session unusable for the page that reports it
     title, advice = PAGES[500]
     return render_error(500, title, advice)

@@ -44,7 +44,7 @@ class LoginForm(FlaskForm):
         validators=[DataRequired(), Length(max=256), printable],
         render_kw={"autocomplete": "current-password"},
     )
-    next = HiddenField(validators=[printable])
+    next = HiddenField()  # not validated: auth.safe_next sends anything unsafe to the flow list instead
     submit = SubmitField(_l("Sign in"))
 
 
@@ -199,4 +199,27 @@ class FlowSearchForm(FlaskForm):
 
     def validate_created_to(self, field) -> None:
         if field.data and self.created_from.data and field.data < self.created_from.data:
+            raise ValidationError(_("The end of the date range is before its start."))
+
+
+class AuditFilterForm(FlaskForm):
+    """The audit log's filters: a GET form, so every filtered page and its export is an address."""
+
+    class Meta:
+        csrf = False  # a GET filter changes nothing
+
+    user = StringField(_l("Who"), validators=[Optional(), Length(max=80), printable])
+    action = SelectField(_l("What"), default="")
+    target = StringField(
+        _l("Target contains"), validators=[Optional(), Length(max=255), printable], render_kw={"spellcheck": "false"}
+    )
+    since = DateField(_l("From"), validators=[Optional(), within_years], name="from")
+    until = DateField(_l("Until"), validators=[Optional(), within_years], name="to")
+
+    def __init__(self, actions: list[str], **kwargs):
+        super().__init__(**kwargs)
+        self.action.choices = [ANY, *actions]
+
+    def validate_until(self, field) -> None:
+        if field.data and self.since.data and field.data < self.since.data:
             raise ValidationError(_("The end of the date range is before its start."))

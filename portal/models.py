@@ -44,13 +44,21 @@ class User(UserMixin, db.Model):
     sso_subject: Mapped[str | None] = mapped_column(String(255), unique=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     last_login_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # Every session carries the version it began with; bumping it ends them all (sign-out, role change, …).
+    session_version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
     @property
     def is_active(self) -> bool:
         return not self.disabled
 
+    def end_sessions(self) -> None:
+        """End every session of this user, in every browser, at its next request (commit to take effect)."""
+        self.session_version = (self.session_version or 1) + 1
+
     def set_password(self, password: str) -> None:
         self.password_hash = generate_password_hash(password)  # scrypt, werkzeug's default
+        if self.id is not None:
+            self.end_sessions()  # a new password ends the sessions the old one opened
 
     def check_password(self, password: str) -> bool:
         return bool(self.password_hash) and check_password_hash(self.password_hash, password)
@@ -98,16 +106,38 @@ class WebhookEvent(db.Model):
 
 
 class RejectedDelivery(db.Model):
-    """A webhook delivery that failed verification: kept (bounded) so a bad secret is visible."""
+    """A webhook delivery that failed verification: a sample kept (bounded per source) so a bad secret is visible."""
 
     __tablename__ = "rejected_deliveries"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, index=True)
     reason: Mapped[str] = mapped_column(String(255))
-    source_ip: Mapped[str | None] = mapped_column(String(64))
+    source_ip: Mapped[str | None] = mapped_column(String(64), index=True)
     signature_headers: Mapped[str] = mapped_column(Text, default="{}")
     body_head: Mapped[str] = mapped_column(Text, default="")
+
+
+class RejectionTally(db.Model):
+    """How many deliveries were refused, per kind of reason and source: counts that no flood can evict."""
+
+    __tablename__ = "rejection_tallies"
+
+    kind: Mapped[str] = mapped_column(String(40), primary_key=True)
+    source_ip: Mapped[str] = mapped_column(String(64), primary_key=True)  # "" when the address is unknown
+    count: Mapped[int] = mapped_column(Integer, default=0)
+    first_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    last_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, index=True)
+    last_reason: Mapped[str] = mapped_column(String(255), default="")
+
+
+class PrunedEvent(db.Model):
+    """The id of an event removed by retention: a later replay of it is a duplicate, not a new event."""
+
+    __tablename__ = "pruned_webhook_events"
+
+    event_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    pruned_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
 
 
 class CreateSubmission(db.Model):

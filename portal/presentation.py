@@ -10,8 +10,8 @@ from flask_babel import format_number, get_locale
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 
-MASK = "•"
-VISIBLE_TAIL = 3
+from .masking import mask_document, mask_national_id, mask_text
+
 STATUS_TONES = {
     "Unopened": "neutral",
     "Opened": "info",
@@ -36,28 +36,6 @@ SOURCE_NAMES = {
 def source_name(source: str | None) -> str:
     """A source of the flow index as a person reads it."""
     return str(SOURCE_NAMES.get(source or "", source or "—"))
-
-
-def mask_national_id(value: str | None) -> str:
-    """All but the last three characters hidden: enough to tell two flows apart, not to identify."""
-    if not value:
-        return "—"
-    keep = value[-VISIBLE_TAIL:] if len(value) > VISIBLE_TAIL + 3 else ""
-    return MASK * (len(value) - len(keep)) + keep
-
-
-def mask_personal_data(document):
-    """A copy of a JSON document with every `nationalId` masked, for raw views."""
-    if isinstance(document, dict):
-        return {
-            key: mask_national_id(value)
-            if key == "nationalId" and isinstance(value, str)
-            else mask_personal_data(value)
-            for key, value in document.items()
-        }
-    if isinstance(document, list):
-        return [mask_personal_data(item) for item in document]
-    return document
 
 
 def pretty_json(document) -> str:
@@ -106,12 +84,12 @@ def status_hint(reading, now: datetime) -> str:
 
 
 def shown(value) -> str:
-    """A value as text, with "—" for a missing one."""
+    """A value as text for a page: "—" for a missing one, national ids in it masked."""
     if value is None or value == "":
         return "—"
     if isinstance(value, bool):
         return _("Yes") if value else _("No")
-    return str(value)
+    return mask_text(str(value))
 
 
 def init_app(app: Flask) -> None:
@@ -122,7 +100,8 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(shown, "shown")
     app.add_template_filter(source_name, "source_name")
     app.add_template_filter(pretty_json, "pretty_json")
-    app.add_template_filter(mask_personal_data, "mask_personal")
+    app.add_template_filter(mask_document, "mask_personal")
+    app.add_template_filter(mask_text, "mask_text")
     app.add_template_filter(status_hint, "status_hint")
     app.add_template_filter(format_number, "number")  # 10 000 / 10,000: as the reader's language writes it
 

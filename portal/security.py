@@ -4,6 +4,8 @@ from functools import wraps
 
 from flask import Flask, abort
 from flask_login import current_user
+from werkzeug.exceptions import BadRequest, SecurityError
+from werkzeug.wsgi import get_host
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -12,13 +14,24 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
-def init_app(app: Flask) -> None:
+# The portal uses none of these browser features; a page (or an injected script) cannot ask for them.
+PERMISSIONS_POLICY = (
+    "camera=(), microphone=(), geolocation=(), payment=(), usb=(), serial=(), bluetooth=(), "
+    "accelerometer=(), gyroscope=(), magnetometer=(), display-capture=(), interest-cohort=()"
+)
+HSTS = "max-age=31536000; includeSubDomains"
+
+
+def init_app(app: Flask, https: bool) -> None:
     @app.after_request
     def secure_headers(response):
         response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "same-origin")
         response.headers.setdefault("X-Frame-Options", "DENY")
+        response.headers.setdefault("Permissions-Policy", PERMISSIONS_POLICY)
+        if https:  # the public URL is https: browsers must never fall back to plain http for it
+            response.headers.setdefault("Strict-Transport-Security", HSTS)
         if response.mimetype == "text/html":
             response.headers.setdefault("Cache-Control", "no-store")
         return response
@@ -37,3 +50,21 @@ def role_required(role: str):
         return guarded
 
     return decorate
+
+
+class TrustedHosts:
+    """WSGI middleware: a request whose Host is not one of the portal's own is a plain 400.
+
+    Checked before Flask sees the request, so no page, redirect or link is ever built from a foreign host.
+    """
+
+    def __init__(self, app, hosts: tuple[str, ...]):
+        self.app = app
+        self.hosts = list(hosts)
+
+    def __call__(self, environ, start_response):
+        try:
+            get_host(environ, self.hosts)
+        except SecurityError:
+            return BadRequest("This portal does not answer to that host name.")(environ, start_response)
+        return self.app(environ, start_response)

@@ -6,6 +6,7 @@ Each secret may be given directly or as `NAME_FILE`, the path of a file that hol
 
 import base64
 import binascii
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from .production import production_problems
 from .webhooks.shape import SHAPES, parse_fields
 
 ENVIRONMENTS = ("test", "production")
@@ -21,6 +23,7 @@ AUTH_MODES = ("client_credentials", "self_signed_jwt")
 WEBHOOK_SCHEMES = ("standard-webhooks", "hmac-sha256")
 TOKEN_AUTH_METHODS = ("client_secret_post", "client_secret_basic")
 COUNTRIES = {"no": "Norway", "se": "Sweden", "fi": "Finland"}
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")  # RFC 6749 §3.3 scope-token
 
 
@@ -71,6 +74,13 @@ class Settings:
     trusted_proxies: int
     db_connect_timeout: float
     db_statement_timeout: float
+    metrics_token: str | None = field(repr=False)
+    metrics_allow: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+    session_idle_seconds: int
+    session_max_seconds: int
+    redis_prefix: str
+    trusted_hosts: tuple[str, ...]
+    event_retention_days: int
 
     @property
     def create_countries(self) -> list[str]:
@@ -244,6 +254,39 @@ def _staff_sso(read: _Reader) -> tuple[str | None, str | None, str | None]:
     )
 
 
+def _key_prefix(read: _Reader) -> str:
+    prefix = read.text("PORTAL_REDIS_PREFIX", "flow-portal")
+    if not re.fullmatch(r"[A-Za-z0-9._:-]{1,64}", prefix):
+        raise SettingsError(f"PORTAL_REDIS_PREFIX must be 1-64 letters, digits or . _ : -, got {prefix!r}")
+    return prefix
+
+
+def _trusted_hosts(read: _Reader, public_url: str) -> tuple[str, ...]:
+    """Host names requests may carry: the public URL's, loopback (health checks), and PORTAL_TRUSTED_HOSTS."""
+    extra = [name.strip().lower() for name in (read.text("PORTAL_TRUSTED_HOSTS") or "").split(",") if name.strip()]
+    for name in extra:
+        if not re.fullmatch(r"\.?[a-z0-9.-]+|\[[0-9a-f:.]+\]", name):
+            raise SettingsError(f"PORTAL_TRUSTED_HOSTS: {name!r} is not a host name")
+    return tuple(dict.fromkeys([urlsplit(public_url).hostname or "", *LOOPBACK_HOSTS, *extra]))
+
+
+def _metrics_token(read: _Reader) -> str | None:
+    token = read.text("PORTAL_METRICS_TOKEN", secret=True)
+    if token and len(token) < 16:
+        raise SettingsError("PORTAL_METRICS_TOKEN must be at least 16 characters")
+    return token
+
+
+def _metrics_allow(read: _Reader) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Addresses and CIDR blocks that may scrape /metrics without the token; `none` for none."""
+    text = read.text("PORTAL_METRICS_ALLOW", "127.0.0.1/32,::1/128")
+    parts = [] if text.lower() == "none" else [part.strip() for part in text.split(",") if part.strip()]
+    try:
+        return tuple(ipaddress.ip_network(part, strict=False) for part in parts)
+    except ValueError as error:
+        raise SettingsError(f"PORTAL_METRICS_ALLOW: {error}") from None
+
+
 def load_settings(env: Mapping | None = None, *, instance_path: str = "instance", testing=False) -> Settings:
     """Build the settings from `env` (default: the process environment)."""
     read = _Reader(os.environ if env is None else env)
@@ -254,7 +297,7 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
     why_secret = " when FLOW_AUTH_MODE=client_credentials"
     why_jwt = " when FLOW_AUTH_MODE=self_signed_jwt"
     oidc_issuer, oidc_client_id, oidc_client_secret = _staff_sso(read)
-    return Settings(
+    settings = Settings(
         environment=read.choice("FLOW_ENVIRONMENT", ENVIRONMENTS, "test"),
         api_url=read.url("FLOW_API_URL", required=True),
         auth_mode=auth_mode,
@@ -296,4 +339,16 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         trusted_proxies=read.number("PORTAL_TRUSTED_PROXIES", 0, 0, 5),
         db_connect_timeout=read.number("PORTAL_DB_CONNECT_TIMEOUT", 5.0, 1, 120, kind=float),
         db_statement_timeout=read.number("PORTAL_DB_STATEMENT_TIMEOUT", 10.0, 0.1, 3600, kind=float),
+        metrics_token=_metrics_token(read),
+        metrics_allow=_metrics_allow(read),
+        session_idle_seconds=60 * read.number("PORTAL_SESSION_IDLE_MINUTES", 30, 1, 24 * 60),
+        session_max_seconds=3600 * read.number("PORTAL_SESSION_MAX_HOURS", 10, 1, 24 * 7),
+        redis_prefix=_key_prefix(read),
+        trusted_hosts=_trusted_hosts(read, public_url),
+        event_retention_days=read.number("PORTAL_EVENT_RETENTION_DAYS", 90, 1, 36500),
     )
+    if settings.environment == "production":
+        problems = production_problems(settings, workers=read.number("PORTAL_WORKERS", 1, 1, 1024))
+        if problems:
+            raise SettingsError(problems[0])
+    return settings

@@ -2,6 +2,7 @@
 
 import re
 import threading
+import uuid
 from dataclasses import dataclass
 
 import requests
@@ -77,6 +78,10 @@ class Sandbox:
         return requests.get(f"{self.url}/sandbox/webhooks", timeout=5).json()["deliveries"]
 
 
+# Redis keys of this test run only: two runs on one machine never see each other's counts.
+REDIS_PREFIX = f"flow-portal-test-{uuid.uuid4().hex[:12]}"
+
+
 def portal_config(sandbox_url: str, database: str, **overrides) -> dict:
     return {
         "TESTING": True,
@@ -93,7 +98,23 @@ def portal_config(sandbox_url: str, database: str, **overrides) -> dict:
         "PORTAL_INDEX_KEY": "test-index-key-0123456789",
         "PORTAL_DATABASE_URL": database,
         "PORTAL_PUBLIC_URL": "http://127.0.0.1:5000",
+        "PORTAL_REDIS_PREFIX": REDIS_PREFIX,
         "RATELIMIT_ENABLED": False,
+    } | overrides
+
+
+def production_settings(**overrides) -> dict:
+    """Settings a production portal starts with: fresh random secrets, a client that is not the sandbox's demo."""
+    import base64
+    import secrets
+
+    return {
+        "FLOW_ENVIRONMENT": "production",
+        "FLOW_CLIENT_ID": "lender-client",
+        "FLOW_CLIENT_SECRET": secrets.token_urlsafe(32),
+        "FLOW_WEBHOOK_SECRETS": "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode(),
+        "PORTAL_SECRET_KEY": secrets.token_urlsafe(48),
+        "PORTAL_INDEX_KEY": secrets.token_urlsafe(48),
     } | overrides
 
 

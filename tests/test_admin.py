@@ -1,12 +1,13 @@
 """Admins manage staff accounts on the web, under the same rules as the command line."""
 
+import logging
 import re
 
 import pytest
 from support import PASSWORD, sign_in
 
 from portal.extensions import db
-from portal.models import User
+from portal.models import AuditEntry, User
 
 
 @pytest.fixture
@@ -29,6 +30,17 @@ def new_user(admin, **changes):
 
 def change(admin, user_id, **data):
     return admin.post(f"/admin/users/{user_id}", data={f"user-{user_id}-{key}": value for key, value in data.items()})
+
+
+def sign_out_everywhere(admin, user_id):
+    return admin.post(f"/admin/users/{user_id}/sign-out")
+
+
+def account_changes(app) -> list[tuple]:
+    """The audit log's account changes, oldest first: (who, what, target, address)."""
+    with app.app_context():
+        rows = db.session.query(AuditEntry).filter(AuditEntry.action.like("account.%")).order_by(AuditEntry.id)
+        return [(row.username, row.action, row.target, row.source_ip) for row in rows]
 
 
 def test_an_admin_adds_a_user_who_can_then_sign_in(app, admin):
@@ -79,17 +91,58 @@ def test_the_last_admin_stays_an_admin_and_nobody_disables_themselves(app, admin
     assert "You cannot disable your own account" in page
 
 
-def test_a_disabled_user_is_signed_out_at_the_next_request(app, admin, signed_in):
+@pytest.mark.parametrize(
+    "act",
+    [
+        pytest.param(lambda admin, user_id: change(admin, user_id, role="operator", toggle="Disable"), id="disable"),
+        pytest.param(lambda admin, user_id: change(admin, user_id, role="viewer", save_role="Save"), id="role"),
+        pytest.param(sign_out_everywhere, id="sign-out-everywhere"),
+    ],
+)
+def test_a_changed_user_is_signed_out_at_the_next_request(app, admin, signed_in, act):
     operator = signed_in("operator")
     assert operator.get("/flows").status_code == 200
-    change(admin, account(app, "operator-user").id, role="operator", toggle="Disable")
-    assert operator.get("/flows").status_code == 302
+    assert act(admin, account(app, "operator-user").id).status_code == 302
+    answer = operator.get("/flows")
+    assert answer.status_code == 302 and answer.headers["Location"].startswith("/login")
+    assert admin.get("/admin/users").status_code == 200  # the admin's own session goes on
+
+
+def test_every_account_change_on_the_admin_pages_is_audited_and_logged(app, admin, caplog):
+    caplog.set_level(logging.INFO, logger="portal.accounts")
+    new_user(admin)
+    kari = account(app, "kari").id
+    change(admin, kari, role="viewer", save_role="Save role")
+    change(admin, kari, role="viewer", save_role="Save role")  # the same role again: nothing changes
+    change(admin, kari, role="viewer", toggle="Disable")
+    change(admin, kari, role="viewer", toggle="Enable")
+    sign_out_everywhere(admin, kari)
+    assert account_changes(app) == [
+        ("admin-user", "account.create", "kari (operator)", "127.0.0.1"),
+        ("admin-user", "account.role", "kari: operator -> viewer", "127.0.0.1"),
+        ("admin-user", "account.disable", "kari", "127.0.0.1"),
+        ("admin-user", "account.enable", "kari", "127.0.0.1"),
+        ("admin-user", "account.sign_out_everywhere", "kari", "127.0.0.1"),
+    ]
+    logged = [record.getMessage() for record in caplog.records if record.name == "portal.accounts"]
+    assert logged[1] == "account change 'account.role' by 'admin-user': 'kari: operator -> viewer'"
+    assert len(logged) == 5 and PASSWORD not in " ".join(logged)
+    assert account(app, "kari").session_version == 4  # role, disable, sign-out; enabling starts nothing
+
+
+def test_a_refused_change_is_neither_made_nor_audited(app, admin):
+    me = account(app, "admin-user")
+    change(admin, me.id, role="viewer", save_role="Save role")
+    assert account(app, "admin-user").role == "admin"
+    assert account(app, "admin-user").session_version == me.session_version
+    assert account_changes(app) == []
 
 
 def test_only_admins_manage_users(app, signed_in):
     operator = signed_in("operator")
     assert new_user(operator).status_code == 403
     assert change(operator, 1, role="admin", save_role="Save role").status_code == 403
+    assert sign_out_everywhere(operator, 1).status_code == 403
     assert account(app, "kari") is None
 
 
@@ -111,3 +164,5 @@ def test_user_forms_need_csrf(make_app):
     client.post("/login", data={"username": "boss", "password": PASSWORD, "csrf_token": token})
     assert new_user(client).status_code == 400
     assert account(app, "kari") is None
+    assert sign_out_everywhere(client, account(app, "boss").id).status_code == 400
+    assert account_changes(app) == []

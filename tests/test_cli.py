@@ -1,13 +1,16 @@
 """The command line: keys, check (with each diagnosis), users."""
 
+import getpass
 import json
 import stat
 
 import pytest
 from joserfc.jwk import RSAKey
-from support import PASSWORD, jwt_settings, migrated, portal_config
+from support import PASSWORD, jwt_settings, migrated, portal_config, sign_in
 
 from portal import create_app
+from portal.extensions import db
+from portal.models import AuditEntry
 
 
 @pytest.fixture
@@ -125,3 +128,44 @@ def test_users_lifecycle(cli_app):
     assert PASSWORD not in listing
     assert invoke(app, "users", "disable", "nobody").exit_code != 0
     assert invoke(app, "users", "set-role", "kari", "emperor").exit_code != 0
+
+
+def test_users_enable_set_password_and_sign_out(cli_app):
+    app = cli_app(WTF_CSRF_ENABLED=False)
+    invoke(app, "users", "create", "kari", "--role", "operator", "--password", PASSWORD)
+    browser = app.test_client()
+    assert sign_in(browser, "kari").status_code == 302
+    assert invoke(app, "users", "set-password", "kari", "--password", "short").exit_code != 0
+    assert browser.get("/flows").status_code == 200  # a refused change ends nothing
+    changed = invoke(app, "users", "set-password", "kari", input="a new long password\n" * 2)
+    assert changed.exit_code == 0, changed.output
+    assert browser.get("/flows").headers["Location"].startswith("/login")
+    assert sign_in(browser, "kari").status_code == 200  # the old password no longer works
+    assert sign_in(browser, "kari", "a new long password").status_code == 302
+    assert invoke(app, "users", "sign-out", "kari").exit_code == 0
+    assert browser.get("/flows").headers["Location"].startswith("/login")
+    assert invoke(app, "users", "disable", "kari").exit_code == 0
+    assert invoke(app, "users", "enable", "kari").exit_code == 0
+    assert "active" in invoke(app, "users", "list").output
+
+
+def test_users_changes_are_audited_as_the_command_line_user(cli_app):
+    app = cli_app()
+    invoke(app, "users", "create", "kari", "--role", "admin", "--password", PASSWORD)
+    invoke(app, "users", "create", "ola", "--password", PASSWORD)
+    for command in (("set-role", "ola", "operator"), ("disable", "ola"), ("enable", "ola"), ("sign-out", "ola")):
+        assert invoke(app, "users", *command).exit_code == 0
+    invoke(app, "users", "set-password", "ola", "--password", "a new long password")
+    assert invoke(app, "users", "disable", "kari").exit_code != 0  # the last admin: refused, not audited
+    with app.app_context():
+        rows = [(row.username, row.action, row.target, row.source_ip) for row in db.session.query(AuditEntry)]
+    me = f"cli:{getpass.getuser()}"
+    assert rows == [
+        (me, "account.create", "kari (admin)", None),
+        (me, "account.create", "ola (viewer)", None),
+        (me, "account.role", "ola: viewer -> operator", None),
+        (me, "account.disable", "ola", None),
+        (me, "account.enable", "ola", None),
+        (me, "account.sign_out_everywhere", "ola", None),
+        (me, "account.password", "ola", None),
+    ]

@@ -60,7 +60,7 @@ def test_every_written_form_of_a_national_id_has_one_keyed_hash(written, same_as
 def test_a_national_id_gives_country_and_birth_date():
     number = read_national_id("131052-308T")
     assert (number.country, number.birth_date.isoformat()) == ("fi", "1952-10-13")
-    assert number.masked.endswith("08T") and "1310" not in number.masked
+    assert number.masked == "131052-••••"
     assert read_national_id("12345678901") is None and read_national_id("") is None
 
 
@@ -142,7 +142,7 @@ def test_a_list_page_fills_the_index_without_full_national_ids(index_app, sandbo
     number = read_national_id("15108695088")
     assert record.consent_status == "Unopened" and record.status_source == "list"
     assert record.national_id_hash == number.keyed_hash(b"test-index-key-0123456789")
-    assert record.national_id_masked.endswith("088") and record.birth_date.isoformat() == "1986-10-15"
+    assert record.national_id_masked == "151086•••••" and record.birth_date.isoformat() == "1986-10-15"
     with index_app.app_context():
         stored = json.dumps([list(row) for row in db.session.execute(db.select(FlowRecord.__table__))], default=str)
     assert "15108695088" not in stored, "the index never keeps a full national id"

@@ -49,7 +49,7 @@ class StaffIdentityProvider:
         now = int(time.time())
         claims = {
             "iss": self.url,
-            "sub": self.subject,
+            **({"sub": self.subject} if self.subject is not None else {}),
             "aud": "portal-staff",
             "nonce": nonce,
             "iat": now,
@@ -115,3 +115,14 @@ def test_a_forged_callback_is_refused(sso_app):
 def test_sso_is_off_by_default(client):
     assert "single sign-on" not in client.get("/login").text
     assert client.get("/login/sso").status_code == 404
+
+
+def test_an_identity_without_a_subject_is_refused(sso_app, staff_idp):
+    staff_idp.subject = None
+    with sso_app.app_context():
+        db.session.add(User(username="none-user", role="admin", sso_subject="None"))
+        db.session.commit()
+    client = sso_app.test_client()
+    answer = client.get(through_the_idp(client), follow_redirects=True)
+    assert "Single sign-on failed" in answer.text or "has no portal account" in answer.text
+    assert client.get("/flows").status_code == 302, "nobody is signed in, least of all the account named None"

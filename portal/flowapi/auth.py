@@ -18,6 +18,7 @@ from authlib.integrations.requests_client import OAuth2Session, OAuthError
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
+from .. import metrics
 from .errors import (
     FlowApiError,
     InsufficientScope,
@@ -27,7 +28,9 @@ from .errors import (
     UpstreamProtocolError,
     UpstreamTimeout,
     UpstreamUnavailable,
+    outcome_kind,
 )
+from .guard import sandbox_refusal
 from .text import safe_reason
 
 log = logging.getLogger(__name__)
@@ -80,6 +83,7 @@ class ClientCredentialsProvider:
         failure_memory: float = FAILURE_MEMORY,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        refuse_sandbox: bool = False,
     ):
         self._token_url = token_url
         self._leeway = leeway
@@ -95,6 +99,8 @@ class ClientCredentialsProvider:
             scope=" ".join(scopes),
             default_timeout=timeout,
         )
+        if refuse_sandbox:  # production; registered first so that even its error answers are refused
+            self._session.register_compliance_hook("access_token_response", _refuse_sandbox)
         self._session.register_compliance_hook("access_token_response", _read_token_answer)
         # authlib's sync client has no lock: 16 threads on a cold cache would each fetch a token.
         self._lock = threading.Lock()
@@ -156,11 +162,21 @@ class ClientCredentialsProvider:
                 delay = transient.retry_after if transient.retry_after is not None else _backoff(attempt)
                 if attempt >= self._retries or self._clock() + delay > deadline:
                     raise error from None
-            log.warning("flowapi: token request failed (%s), retrying in %.2f s", error.support_code, delay)
+            log.warning("flowapi: token request failed (%r), retrying in %.2f s", error.support_code, delay)
             self._sleep(delay)
             attempt += 1
 
     def _fetch_once(self) -> "_Token":
+        """One token request, counted by its outcome."""
+        try:
+            token = self._request_token()
+        except (_Transient, FlowApiError) as failure:
+            metrics.count_token_fetch(outcome_kind(failure.error if isinstance(failure, _Transient) else failure))
+            raise
+        metrics.count_token_fetch("ok")
+        return token
+
+    def _request_token(self) -> "_Token":
         started = self._clock()
         try:
             answer = self._session.fetch_token(self._token_url, grant_type="client_credentials")
@@ -221,6 +237,14 @@ class _Transient(Exception):
     def __init__(self, error: FlowApiError, retry_after: float | None = None):
         super().__init__(str(error))
         self.error, self.retry_after = error, retry_after
+
+
+def _refuse_sandbox(response: requests.Response) -> requests.Response:
+    """authlib's `access_token_response` hook: a token endpoint of the Flow Portal sandbox is refused."""
+    refusal = sandbox_refusal(response, "FLOW_OIDC_URL (or FLOW_TOKEN_URL)")
+    if refusal:
+        raise refusal
+    return response
 
 
 def _read_token_answer(response: requests.Response) -> requests.Response:

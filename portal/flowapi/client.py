@@ -70,6 +70,10 @@ def _required_endpoint(what: str):
         ) from None
 
 
+def _refuses_sandbox(settings: Settings) -> bool:
+    return settings.environment == "production"
+
+
 def build_provider(settings: Settings) -> TokenProvider:
     timeout = (settings.connect_timeout, settings.read_timeout)
     if settings.auth_mode == "self_signed_jwt":
@@ -90,6 +94,7 @@ def build_provider(settings: Settings) -> TokenProvider:
         timeout=timeout,
         retries=settings.retries,
         retry_budget=settings.retry_budget,
+        refuse_sandbox=_refuses_sandbox(settings),
     )
 
 
@@ -102,5 +107,6 @@ def build_client(settings: Settings) -> FlowClient:
             read_timeout=settings.read_timeout,
             retries=settings.retries,
             retry_budget=settings.retry_budget,
+            refuse_sandbox=_refuses_sandbox(settings),
         )
     )

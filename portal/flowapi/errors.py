@@ -48,6 +48,12 @@ class FlowApiError(Exception):
         return " · ".join(part for part in parts if part)
 
 
+class SandboxInProduction(FlowApiError):
+    """A production portal reached the Flow Portal sandbox: its answers carry the sandbox's marker header."""
+
+    summary = "FLOW_API_URL / FLOW_OIDC_URL point at the Flow Portal sandbox, which production never uses."
+
+
 class Unauthorized(FlowApiError):
     summary = "The portal's credentials for the Flow Service were refused."
 
@@ -102,3 +108,19 @@ class TokenRequestRefused(UpstreamProtocolError):
     """The identity provider refused the token request itself (`invalid_request`, `unsupported_grant_type`, ...)."""
 
     summary = "The identity provider refused the portal's token request."
+
+
+def outcome_kind(error: FlowApiError | None) -> str:
+    """A word from a small fixed set for metrics: ok, tls, timeout, connection, malformed, http_4xx, http_5xx, other."""
+    if error is None:
+        return "ok"
+    if error.code == "tls":
+        return "tls"
+    if error.status is None:
+        for kind, word in ((UpstreamTimeout, "timeout"), (UpstreamUnavailable, "connection")):
+            if isinstance(error, kind):
+                return word
+        return "malformed" if isinstance(error, UpstreamProtocolError) else "other"
+    if 200 <= error.status < 300:
+        return "malformed"  # a 2xx whose body cannot be read
+    return f"http_{error.status // 100}xx"

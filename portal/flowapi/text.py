@@ -4,11 +4,11 @@ import logging
 import re
 from typing import Any
 
+from ..masking import mask_text
+
 log = logging.getLogger(__name__)
 
 MAX_REASON = 300
-# Long digit runs in upstream text may be national ids; never let them reach a log or a page.
-_ID_LIKE = re.compile(r"\d{6}[\s+\-A-Za-z]?\d{3,6}[0-9A-Za-z]?")
 # What an exception, a stack trace or a server's own error page looks like. Staff must never see
 # these: they say nothing a person can act on and may leak how the service is built.
 _INTERNALS = re.compile(
@@ -21,7 +21,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
 
 
 def redact(text: Any) -> str:
-    return _ID_LIKE.sub("•••", text) if isinstance(text, str) else ""
+    """The text with every national id in it masked, as everywhere else; "" for anything not text."""
+    return mask_text(text) if isinstance(text, str) else ""
 
 
 def looks_internal(text: str) -> bool:

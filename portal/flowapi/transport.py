@@ -17,6 +17,7 @@ from typing import Any
 import requests
 from requests.adapters import HTTPAdapter
 
+from .. import metrics, requestid
 from .auth import TokenProvider
 from .errors import (
     Conflict,
@@ -29,7 +30,9 @@ from .errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
     ValidationFailed,
+    outcome_kind,
 )
+from .guard import sandbox_refusal
 from .problems import read_problem
 from .text import redact
 
@@ -64,11 +67,13 @@ class Transport:
         retries: int,
         retry_budget: float,
         pool_size: int = 32,
+        refuse_sandbox: bool = False,
     ):
         self.base_url = base_url.rstrip("/")
         self.provider = provider
         self.timeout = (connect_timeout, read_timeout)
         self.retries, self.retry_budget = retries, retry_budget
+        self.refuse_sandbox = refuse_sandbox  # production: never talk to the Flow Portal sandbox
         self.session = requests.Session()
         adapter = HTTPAdapter(pool_connections=2, pool_maxsize=pool_size, max_retries=0)
         self.session.mount("http://", adapter)
@@ -99,7 +104,8 @@ class Transport:
         attempt, renewed = 0, False
         while True:
             token = self._token()
-            request_id = str(uuid.uuid4())
+            # The portal request's own id, so the service's logs and ours meet; a new one outside a request.
+            request_id = requestid.current() or str(uuid.uuid4())
             outcome, retry_after = self._attempt(method, path, params, body, token, request_id)
             if not isinstance(outcome, FlowApiError):
                 return outcome
@@ -114,14 +120,28 @@ class Transport:
             delay = retry_after if retry_after is not None else _backoff(attempt)
             if time.monotonic() + delay > deadline:
                 raise error
-            log.warning("flowapi: %s %s failed (%s), retrying in %.2f s", method, path, error.support_code, delay)
+            log.warning("flowapi: %s %s failed (%r), retrying in %.2f s", method, path, error.support_code, delay)
             time.sleep(delay)
             attempt += 1
 
     def _attempt(self, method, path, params, body, token, request_id):
-        """One request: the parsed answer, or a FlowApiError (with a Retry-After delay if any)."""
-        headers = {"Authorization": f"Bearer {token}", REQUEST_ID_HEADER: request_id, "Accept": "application/json"}
+        """One request, timed and counted: the parsed answer, or a FlowApiError (with a Retry-After delay if any)."""
         started = time.monotonic()
+        outcome, retry_after = self._exchange(method, path, params, body, token, request_id)
+        elapsed = time.monotonic() - started
+        metrics.observe_upstream(method, outcome_kind(outcome if isinstance(outcome, FlowApiError) else None), elapsed)
+        log.debug(
+            "flowapi: %s %s -> %s in %.0f ms (request %s)",
+            method,
+            path,
+            outcome.status or outcome.code,
+            elapsed * 1000,
+            request_id,
+        )
+        return outcome, retry_after
+
+    def _exchange(self, method, path, params, body, token, request_id):
+        headers = {"Authorization": f"Bearer {token}", REQUEST_ID_HEADER: request_id, "Accept": "application/json"}
         try:
             response = self.session.request(
                 method,
@@ -154,14 +174,9 @@ class Transport:
                     request_id=request_id,
                 )
             ), None
-        log.info(
-            "flowapi: %s %s -> %s in %.0f ms (request %s)",
-            method,
-            path,
-            response.status_code,
-            (time.monotonic() - started) * 1000,
-            request_id,
-        )
+        refusal = self.refuse_sandbox and sandbox_refusal(response, "FLOW_API_URL", request_id)
+        if refusal:
+            return refusal, None
         try:
             return _parse(response, request_id), None
         except FlowApiError as error:

@@ -12,7 +12,7 @@ from stdnum.fi import hetu
 from stdnum.no import fodselsnummer
 from stdnum.se import personnummer
 
-from ..presentation import mask_national_id
+from ..masking import mask_national_id
 
 # Letters that Unicode does not decompose into a base letter and a mark.
 _FOLDED = str.maketrans({"ø": "o", "æ": "ae", "œ": "oe", "ð": "d", "þ": "th", "ß": "ss", "ł": "l", "đ": "d"})

@@ -219,9 +219,9 @@ def _conditions(search: FlowSearch) -> list:
         # `= true`, not `IS TRUE`: only an equality can use the index
         terms.append(record.has_incidents == true() if search.incidents else record.has_incidents.is_not(True))
     if search.created_from:
-        terms.append(record.created_at >= _day_start(search.created_from))
+        terms.append(record.created_at >= day_start(search.created_from))
     if search.created_to:
-        terms.append(record.created_at < _day_start(search.created_to + timedelta(days=1)))
+        terms.append(record.created_at < day_start(search.created_to + timedelta(days=1)))
     return terms
 
 
@@ -254,7 +254,7 @@ def _name_prefix(key: str):
     return FlowRecord.last_name_key.like(key + "%")
 
 
-def _day_start(day: date) -> datetime:
+def day_start(day: date) -> datetime:
     """Midnight starting `day` in PORTAL_TIMEZONE."""
     zone = ZoneInfo(current_app.extensions["portal.settings"].timezone)
     return datetime.combine(day, time(), tzinfo=zone).astimezone(timezone.utc)

@@ -1,18 +1,20 @@
 """The sandbox: a faithful stand-in for the Flow Service and its identity provider.
 
-Start it with `flask --app portal.sandbox run -p 8081`. It shares nothing with the portal but the
-spec and DESIGN.md, so the portal can be tested against it as against the remote service.
+Start it with `python -m portal.sandbox --port 8081` (or `flask --app portal.sandbox run -p 8081`):
+it serves loopback clients only unless SANDBOX_ALLOW_REMOTE=1 (see `safety`). It shares nothing with
+the portal but the spec and DESIGN.md, so the portal can be tested against it as against the remote service.
 """
 
 import atexit
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from . import api_views, control_views, faults_views, idp_views
+from . import api_views, control_views, faults_views, idp_views, safety
 from .faults import FaultBoard
 from .identity import IdentityProvider
 from .runtime import ApiError, Runtime, api_error_response
@@ -29,16 +31,24 @@ def create_app(config: Mapping | None = None) -> Flask:
     app = Flask(__name__)
     app.config["SECRET_KEY"] = os.urandom(32)
     app.config["SESSION_COOKIE_NAME"] = "flow_sandbox_session"
-    try:
+    with exit_on_settings_error():
         settings = load_sandbox_settings(config)
         app.extensions["flow_sandbox"] = _build_runtime(settings)
-    except SandboxSettingsError as error:
-        print(f"sandbox: configuration error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+    safety.init_app(app)
     _register_blueprints(app)
     _register_error_handlers(app)
     _announce(settings)
     return app
+
+
+@contextmanager
+def exit_on_settings_error() -> Iterator[None]:
+    """A bad SANDBOX_* setting stops the process with one line naming it (exit status 2)."""
+    try:
+        yield
+    except SandboxSettingsError as error:
+        print(f"sandbox: configuration error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _build_runtime(settings) -> Runtime:
@@ -81,3 +91,9 @@ def _register_error_handlers(app: Flask) -> None:
 def _announce(settings) -> None:
     if settings.uses_demo_webhook_secret:
         print(f"sandbox: signing webhooks with the demo secret {settings.webhook_secret}", file=sys.stderr)
+    if settings.allow_remote:
+        print(
+            "sandbox: SANDBOX_ALLOW_REMOTE=1: answering remote clients; remote control needs SANDBOX_CONTROL_TOKEN, "
+            f"webhooks go only to SANDBOX_WEBHOOK_ALLOW ({' '.join(sorted(settings.webhook_allow)) or 'none'})",
+            file=sys.stderr,
+        )

@@ -92,6 +92,13 @@ def _url_problem(value) -> str | None:
     return None
 
 
+def _webhook_url_problem(value) -> str | None:
+    problem = _url_problem(value)
+    if problem is None and not runtime().settings.allows_webhook_to(value):
+        return "must start with an origin listed in SANDBOX_WEBHOOK_ALLOW"  # no relay to anywhere else
+    return problem
+
+
 def _last_name_problem(value) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return "is required"
@@ -119,7 +126,7 @@ def _validated_create_body() -> dict:
     checks = (
         ("lastName", _last_name_problem(body.get("lastName"))),
         ("redirectUrl", _url_problem(body.get("redirectUrl"))),
-        ("webhookUrl", body.get("webhookUrl") is not None and _url_problem(body.get("webhookUrl"))),
+        ("webhookUrl", body.get("webhookUrl") is not None and _webhook_url_problem(body.get("webhookUrl"))),
     )
     problems += [{"field": name, "message": message} for name, message in checks if message]
     if problems:

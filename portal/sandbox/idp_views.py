@@ -95,6 +95,7 @@ def _discovery():
             "token_endpoint_auth_methods_supported": ["client_secret_post", "client_secret_basic"],
             "id_token_signing_alg_values_supported": ["RS256"],
             "scopes_supported": list(ALL_SCOPES),
+            "flow_sandbox": True,  # not a real identity provider: tools and portals can tell
         }
     )
 

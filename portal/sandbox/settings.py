@@ -7,6 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from urllib3.exceptions import LocationParseError
+from urllib3.util import parse_url
+
 ALL_SCOPES = tuple(
     f"loan-application:{verb}:{country}"
     for country in ("no", "se", "fi")
@@ -15,6 +18,8 @@ ALL_SCOPES = tuple(
 # A fixed, published demo secret: the sandbox is never a production peer.
 DEMO_WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"flow-sandbox-demo-webhook-secret").decode()
 DEMO_ORGANIZATION = "demo-org"
+MIN_CONTROL_TOKEN = 16
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class SandboxSettingsError(ValueError):
@@ -41,10 +46,35 @@ class SandboxSettings:
     seed: int = 0
     trusted_keys: dict | None = None
     clients: tuple[Client, ...] = field(default_factory=tuple)
+    allow_remote: bool = False
+    control_token: str | None = field(default=None, repr=False)
+    webhook_allow: frozenset[str] = frozenset()
 
     @property
     def uses_demo_webhook_secret(self) -> bool:
         return self.webhook_secret == DEMO_WEBHOOK_SECRET
+
+    def allows_webhook_to(self, url: str) -> bool:
+        """Any target on a loopback-only sandbox without an allow-list; else only the listed origins."""
+        if not (self.allow_remote or self.webhook_allow):
+            return True
+        return origin_of(url) in self.webhook_allow
+
+
+def origin_of(url: str) -> str | None:
+    """`scheme://host:port` as the webhook sender's HTTP library reads the URL, None when unreadable.
+
+    urllib3's parser, not urlsplit: the two disagree on URLs like `http://a\\@b/`, and the allow-list
+    must judge the host that requests will actually connect to.
+    """
+    try:
+        parts = parse_url(url)
+    except LocationParseError:
+        return None
+    scheme = (parts.scheme or "").lower()
+    if scheme not in DEFAULT_PORTS or not parts.host:
+        return None
+    return f"{scheme}://{parts.host.lower()}:{parts.port or DEFAULT_PORTS[scheme]}"
 
 
 def _number(env: Mapping, name: str, default, kind=int, minimum=0):
@@ -121,6 +151,34 @@ def _webhook_secret(env: Mapping) -> str:
     return secret
 
 
+def _flag(env: Mapping, name: str) -> bool:
+    raw = (env.get(name) or "0").strip().lower()
+    if raw not in ("0", "1", "true", "false", "yes", "no"):
+        raise SandboxSettingsError(f"{name} must be 1 or 0, got {raw!r}")
+    return raw in ("1", "true", "yes")
+
+
+def _control_token(env: Mapping) -> str | None:
+    token = env.get("SANDBOX_CONTROL_TOKEN") or None
+    if token is not None and (len(token) < MIN_CONTROL_TOKEN or not token.isascii() or not token.isprintable()):
+        raise SandboxSettingsError(
+            f"SANDBOX_CONTROL_TOKEN must be at least {MIN_CONTROL_TOKEN} printable ASCII characters"
+        )
+    return token
+
+
+def _webhook_allow(env: Mapping) -> frozenset[str]:
+    origins = set()
+    for entry in (env.get("SANDBOX_WEBHOOK_ALLOW") or "").replace(",", " ").split():
+        origin = origin_of(entry)
+        if origin is None or parse_url(entry).path not in (None, "", "/"):
+            raise SandboxSettingsError(
+                f"SANDBOX_WEBHOOK_ALLOW must list origins like https://portal.example:8443, got {entry!r}"
+            )
+        origins.add(origin)
+    return frozenset(origins)
+
+
 def load_sandbox_settings(env: Mapping | None = None) -> SandboxSettings:
     env = os.environ if env is None else env
     return SandboxSettings(
@@ -134,4 +192,7 @@ def load_sandbox_settings(env: Mapping | None = None) -> SandboxSettings:
         seed=_number(env, "SANDBOX_SEED", 0),
         trusted_keys=_json_file(env, "SANDBOX_TRUSTED_KEYS"),
         clients=_clients(env),
+        allow_remote=_flag(env, "SANDBOX_ALLOW_REMOTE"),
+        control_token=_control_token(env),
+        webhook_allow=_webhook_allow(env),
     )

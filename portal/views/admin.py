@@ -1,18 +1,25 @@
 """Admin pages: staff accounts, the audit log, rejected webhook deliveries."""
 
 import json
+from datetime import timedelta
+from urllib.parse import urlencode
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 from sqlalchemy import select
+from werkzeug.datastructures import MultiDict
 
-from ..accounts import AccountError, change_role, create_account, set_disabled
+from ..accounts import AccountError, change_role, create_account, set_disabled, sign_out_everywhere
+from ..audit import EXPORT_FORMATS, AuditFilter, audit_actions, export_audit, find_audit, record_audit
+from ..csvexport import download_response
 from ..extensions import db
-from ..forms import NewUserForm, UserChangeForm
-from ..models import AuditEntry, RejectedDelivery, User
+from ..flowindex.search import day_start
+from ..forms import AuditFilterForm, ConfirmForm, NewUserForm, UserChangeForm
+from ..models import RejectedDelivery, User, utc_now
 from ..paging import before_argument, newest_first
 from ..security import role_required
+from ..webhooks.store import rejection_tallies
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -39,7 +46,13 @@ def admins_only():
 def _render_users(new_form: NewUserForm, status: int = 200):
     accounts = list(db.session.scalars(select(User).order_by(User.username)))
     change_forms = {user.id: UserChangeForm(prefix=f"user-{user.id}", role=user.role) for user in accounts}
-    return render_template("admin/users.html", users=accounts, new_form=new_form, change_forms=change_forms), status
+    return render_template(
+        "admin/users.html",
+        users=accounts,
+        new_form=new_form,
+        change_forms=change_forms,
+        sign_out_form=ConfirmForm(),
+    ), status
 
 
 @bp.get("/users")
@@ -53,7 +66,7 @@ def create_user():
     form = NewUserForm()
     if form.validate_on_submit():
         try:
-            create_account(form.username.data.strip(), form.role.data, form.password.data)
+            create_account(form.username.data.strip(), form.role.data, form.password.data, actor=current_user.username)
         except AccountError as error:
             form.username.errors = [*form.username.errors, str(error)]
         else:
@@ -74,9 +87,9 @@ def change_user(user_id: int):
         return redirect(url_for("admin.users"))
     try:
         if form.toggle.data:
-            set_disabled(user, not user.disabled)
+            set_disabled(user, not user.disabled, actor=current_user.username)
         else:
-            change_role(user, form.role.data)
+            change_role(user, form.role.data, actor=current_user.username)
     except AccountError as error:
         flash(str(error), "danger")
     else:
@@ -84,10 +97,70 @@ def change_user(user_id: int):
     return redirect(url_for("admin.users"))
 
 
+@bp.post("/users/<int(max=2147483647):user_id>/sign-out")
+def sign_out_user(user_id: int):
+    """End every session of one account, in every browser (a lost laptop, a shared screen)."""
+    user = db.session.get(User, user_id) or abort(404)
+    if not ConfirmForm().validate_on_submit():
+        abort(400)
+    sign_out_everywhere(user, actor=current_user.username)
+    flash(_("Every session of %(name)s has ended.", name=user.username), "success")
+    return redirect(url_for("admin.users"))
+
+
+def _audit_form() -> AuditFilterForm:
+    """The audit log's filters from the query string, validated."""
+    args = MultiDict({name: value.strip() for name, value in request.args.items() if name != "before"})
+    form = AuditFilterForm(audit_actions(), formdata=args)
+    form.validate()
+    return form
+
+
+def _audit_filters(form: AuditFilterForm) -> AuditFilter:
+    """The form's filters; its days are days in PORTAL_TIMEZONE, the last one whole."""
+    since, until = form.since.data, form.until.data
+    return AuditFilter(
+        username=form.user.data or None,
+        action=form.action.data or None,
+        target=form.target.data or None,
+        since=day_start(since) if since else None,
+        until=day_start(until + timedelta(days=1)) if until else None,
+    )
+
+
+def _filter_args(form: AuditFilterForm) -> dict:
+    """The filters given, as query arguments for the links that keep them."""
+    return {field.name: field.raw_data[0] for field in form if field.raw_data and field.raw_data[0]}
+
+
 @bp.get("/audit")
 def audit():
-    """Who revealed which national id, and when."""
-    return render_template("admin/audit.html", **_page_of(AuditEntry, "admin.audit"))
+    """The audit log, newest first, filtered by who, what, target and day; its pages keep the filters."""
+    form = _audit_form()
+    if form.errors:
+        return render_template("admin/audit.html", form=form, page=None), 400
+    args, before = _filter_args(form), before_argument(request.args.get("before"))
+    page = find_audit(_audit_filters(form), before, PAGE_SIZE)
+    return render_template(
+        "admin/audit.html",
+        form=form,
+        page=page,
+        filtered=bool(args),
+        next_url=url_for("admin.audit", **args, before=page.next_before) if page.next_before else None,
+        newest_url=url_for("admin.audit", **args) if before else None,
+        export_urls={fmt: url_for("admin.audit_export", fmt=fmt, **args) for fmt in EXPORT_FORMATS},
+    )
+
+
+@bp.get("/audit/export.<any(csv, jsonl):fmt>")
+def audit_export(fmt: str):
+    """The filtered audit log as CSV or JSON lines, oldest first, streamed; each export is audited too."""
+    form = _audit_form()
+    if form.errors:
+        return render_template("admin/audit.html", form=form, page=None), 400
+    record_audit(current_user.username, "export_audit", urlencode(_filter_args(form)) or "all entries")
+    chunks = export_audit(_audit_filters(form), fmt)
+    return download_response(f"audit-{utc_now():%Y%m%d-%H%M%S}.{fmt}", chunks, EXPORT_FORMATS[fmt])
 
 
 @bp.get("/rejected")
@@ -95,4 +168,4 @@ def rejected():
     """Deliveries that failed verification: a wrong secret shows up here, not in silence."""
     listing = _page_of(RejectedDelivery, "admin.rejected")
     headers = {row.id: json.loads(row.signature_headers or "{}") for row in listing["page"].rows}
-    return render_template("admin/rejected.html", headers=headers, **listing)
+    return render_template("admin/rejected.html", headers=headers, tallies=rejection_tallies(), **listing)

@@ -4,45 +4,41 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
-from flask_limiter.util import get_remote_address
-from flask_login import current_user, login_user, logout_user
-from sqlalchemy import select
+from flask_login import current_user, logout_user
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from ..auth_setup import staff_sso
-from ..extensions import db, limiter
+from ..accounts import find_account, find_sso_account
+from ..audit import record_audit
+from ..auth_setup import begin_session, end_session, staff_sso
+from ..extensions import db
 from ..forms import ConfirmForm, LoginForm
 from ..i18n import LANGUAGES
 from ..models import User, utc_now
+from ..throttle import SIGN_IN_PER_ACCOUNT, SIGN_IN_PER_ADDRESS, ThrottleUnavailable, client_address, throttle
 
 bp = Blueprint("auth", __name__)
 
-# Failed sign-ins only: a person who types their password right is never held up.
-FAILED_SIGN_IN_LIMITS = "5 per minute;20 per hour"
-
-
-def _attempt_key() -> str:
-    return f"{get_remote_address()}|{request.form.get('username', '').strip().lower()}"
-
-
-def _failed(response) -> bool:
-    return response.status_code != 302
-
 
 def safe_next(target: str | None) -> str:
-    """A local path to go on to after sign-in; anything pointing off-site becomes the flow list."""
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+    """A local path to go on to after sign-in; anything off-site or with control characters is the flow list."""
+    if (
+        target
+        and target.startswith("/")
+        and not target.startswith("//")
+        and "\\" not in target
+        and target.isprintable()
+    ):
         parts = urlsplit(target)
         if not parts.scheme and not parts.netloc:
             return target
     return url_for("flows.index")
 
 
-def _start_session(user: User, target: str | None):
+def _start_session(user: User, target: str | None, how: str):
     user.last_login_at = utc_now()
     db.session.commit()
-    session.permanent = True  # ends after PERMANENT_SESSION_LIFETIME, not only when the browser closes
-    login_user(user)
+    begin_session(user)
+    record_audit(user.username, "sign_in", how)
     return redirect(safe_next(target))
 
 
@@ -57,6 +53,24 @@ def _password_matches(user: User | None, password: str) -> bool:
     return user.check_password(password)
 
 
+def _account_key(username: str) -> str:
+    return username.strip().lower()[:80]
+
+
+def _may_attempt(username: str) -> int:
+    """Count this sign-in attempt before the password is checked; the seconds to wait when over a limit, else 0."""
+    limits = throttle()
+    by_address = limits.attempt("sign-in-address", SIGN_IN_PER_ADDRESS, client_address())
+    by_account = limits.attempt("sign-in-account", SIGN_IN_PER_ACCOUNT, _account_key(username))
+    return max(by_address.retry_after, by_account.retry_after)
+
+
+def _refused(form: LoginForm, status: int, message: str, retry_after: int | None = None):
+    flash(message, "danger")
+    headers = {"Retry-After": str(retry_after)} if retry_after else {}
+    return render_template("auth/login.html", form=form), status, headers
+
+
 @bp.get("/")
 def home():
     """The portal's front door is the flow list."""
@@ -64,28 +78,42 @@ def home():
 
 
 @bp.route("/login", methods=["GET", "POST"])
-@limiter.limit(FAILED_SIGN_IN_LIMITS, key_func=_attempt_key, methods=["POST"], deduct_when=_failed)
-@limiter.limit("100 per hour", methods=["POST"], deduct_when=_failed)
 def login():
     """Sign in with a local account."""
     if current_user.is_authenticated:
         return redirect(safe_next(request.args.get("next")))
     form = LoginForm(next=request.args.get("next", ""))
-    if form.validate_on_submit():
-        user = db.session.scalar(select(User).where(User.username == form.username.data.strip()))
-        if _password_matches(user, form.password.data) and user.is_active:
-            return _start_session(user, form.next.data)
-        current_app.logger.info("failed sign-in for a username from %s", get_remote_address())
-        flash(_("Wrong username or password, or the account is disabled."), "danger")
+    if not form.validate_on_submit():
+        return render_template("auth/login.html", form=form)
+    username = form.username.data.strip()
+    try:
+        wait = _may_attempt(username)
+    except ThrottleUnavailable:
+        message = _("Sign-in is paused: the portal cannot reach its rate-limit store. Try again in a minute.")
+        return _refused(form, 503, message, 60)
+    if wait:
+        record_audit(username[:80], "sign_in_throttled", f"wait {wait} s")
+        message = _("Too many attempts. Wait %(seconds)d seconds and try again.", seconds=wait)
+        return _refused(form, 429, message, wait)
+    user = find_account(username)
+    if _password_matches(user, form.password.data) and user.is_active:
+        throttle().forget("sign-in-account", SIGN_IN_PER_ACCOUNT, _account_key(username))
+        return _start_session(user, form.next.data, "password")
+    record_audit(username[:80], "sign_in_failed", "password")
+    current_app.logger.info("failed sign-in for %r from %r", username[:80], client_address())
+    flash(_("Wrong username or password, or the account is disabled."), "danger")
     return render_template("auth/login.html", form=form)
 
 
 @bp.post("/logout")
 def logout():
-    """Sign out (POST with CSRF, so no link or image can sign anyone out)."""
+    """Sign out (POST with CSRF, so no link or image can sign anyone out), in every browser at once."""
     if ConfirmForm().validate_on_submit():
+        if current_user.is_authenticated:
+            record_audit(current_user.username, "sign_out", "every session", commit=False)
+            end_session(current_user)  # commits the audit row with the session version
         logout_user()
-        flash(_("You are signed out."), "info")
+        flash(_("You are signed out, in every browser."), "info")
     return redirect(url_for("auth.login"))
 
 
@@ -101,7 +129,8 @@ def set_language():
 @bp.get("/login/sso")
 def sso_start():
     """Send the person to the staff identity provider."""
-    return (staff_sso() or abort(404)).authorize_redirect(url_for("auth.sso_callback", _external=True))
+    callback = current_app.extensions["portal.settings"].public_url + url_for("auth.sso_callback")
+    return (staff_sso() or abort(404)).authorize_redirect(callback)  # never built from the Host header
 
 
 @bp.get("/login/sso/callback")
@@ -113,8 +142,10 @@ def sso_callback():
     except Exception:  # authlib raises several error types for a failed or forged callback
         flash(_("Single sign-on failed. Try again or sign in with your portal account."), "danger")
         return redirect(url_for("auth.login"))
-    user = db.session.scalar(select(User).where(User.sso_subject == str(claims.get("sub"))))
+    subject = claims.get("sub")
+    user = find_sso_account(subject) if isinstance(subject, str) and subject else None
     if not (user and user.is_active):
+        record_audit("-", "sign_in_failed", "single sign-on")
         flash(_("Your single sign-on identity has no portal account. Ask an administrator."), "danger")
         return redirect(url_for("auth.login"))
-    return _start_session(user, None)
+    return _start_session(user, None, "single sign-on")

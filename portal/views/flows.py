@@ -37,6 +37,7 @@ from ..flowindex.store import index_record
 from ..flowsearch import SearchQuery, read_search, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm
 from ..listing import DEFAULT_LIMIT, FLOW_ID, ListQuery, navigate, parse_list_query
+from ..masking import mask_national_id
 from ..models import utc_now
 from ..security import role_required
 from ..submissions import SubmissionInProgress, claim_submission, forget_submission, settle_submission
@@ -124,7 +125,7 @@ def _audit_person_search(query: SearchQuery, rows) -> str | None:
     """Write a search by national id to the audit log (its masked form and hash, never the id); the mask."""
     if not query.search.person:
         return None
-    masked = next((row.national_id_masked for row in rows if row.national_id_masked), None)
+    masked = next((mask_national_id(row.national_id_masked) for row in rows if row.national_id_masked), None)
     target = f"national id {masked or '?'} hash:{query.search.person[:12]}"
     record_audit(current_user.username, "search_national_id", target)
     return masked

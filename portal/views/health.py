@@ -1,12 +1,50 @@
-"""Health checks for load balancers, and the page individuals land on after their consent."""
+"""Health checks for load balancers, metrics for Prometheus, and the page individuals land on after their consent."""
 
-from flask import Blueprint, render_template
+import threading
+import time
+
+from flask import Blueprint, Response, abort, current_app, render_template, request
 from sqlalchemy import text
 
+from .. import metrics
 from ..database import mark_unavailable
 from ..extensions import db
+from ..flowapi import FlowApiError
+from ..flowapi.errors import outcome_kind
 
 bp = Blueprint("health", __name__)
+TOKEN_CHECK = "portal.token_check"
+
+
+class TokenCheck:
+    """Whether a Flow Service token is obtainable, asked of the token provider at most every `seconds`."""
+
+    def __init__(self, seconds: float = 5.0, clock=time.monotonic):
+        self.seconds, self.clock = seconds, clock
+        self._lock = threading.Lock()
+        self._until = float("-inf")
+        self._failure: str | None = None
+
+    def failure(self, provider) -> str | None:
+        """None when a token was obtained, else what kind of failure kept it (http_4xx, timeout, ...)."""
+        with self._lock:
+            if self.clock() >= self._until:
+                self._failure = _token_failure(provider)
+                self._until = self.clock() + self.seconds
+            return self._failure
+
+
+def _token_failure(provider) -> str | None:
+    try:
+        provider.token()  # never shown: only whether it came
+    except FlowApiError as error:
+        return outcome_kind(error)
+    return None
+
+
+@bp.record_once
+def _create_token_check(state) -> None:
+    state.app.extensions.setdefault(TOKEN_CHECK, TokenCheck())
 
 
 @bp.get("/healthz")
@@ -17,13 +55,34 @@ def live():
 
 @bp.get("/readyz")
 def ready():
-    """The process can reach its database."""
+    """The process can reach its database and obtain a Flow Service token."""
+    body = {"status": "ok", "database": _database_state(), "token": "ok"}
+    failure = current_app.extensions[TOKEN_CHECK].failure(current_app.extensions["flow_client"].provider)
+    if failure:
+        body |= {"token": "unavailable", "token_error": failure}
+    if failure or body["database"] != "ok":
+        return body | {"status": "unavailable"}, 503
+    return body
+
+
+def _database_state() -> str:
     try:
         db.session.execute(text("SELECT 1"))
     except Exception as error:  # any driver error means: not ready; the timeouts keep this answer quick
         mark_unavailable(error)
-        return {"status": "unavailable", "database": "unreachable"}, 503
-    return {"status": "ok", "database": "ok"}
+        return "unreachable"
+    return "ok"
+
+
+@bp.get("/metrics", endpoint="metrics")
+def scrape():
+    """Prometheus metrics, for the allowed addresses or the bearer token; anyone else finds nothing here."""
+    settings = current_app.extensions["portal.settings"]
+    authorization = request.headers.get("Authorization")
+    if not metrics.may_scrape(request.remote_addr, authorization, settings.metrics_token, settings.metrics_allow):
+        abort(404)
+    body, content_type = metrics.exposition()
+    return Response(body, content_type=content_type)
 
 
 @bp.get("/consent-complete")

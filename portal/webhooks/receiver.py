@@ -5,16 +5,17 @@ No sign-in and no CSRF here (the signature is the authentication); nothing else 
 
 import json
 import re
+from datetime import datetime, timedelta, timezone
 
 from flask import Blueprint, current_app, jsonify, request
-from flask_limiter.util import get_remote_address
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..extensions import csrf
 from ..flowindex.feed import saw_event
+from ..throttle import REJECTED_DELIVERIES_PER_ADDRESS, ThrottleUnavailable, client_address, throttle
 from .schemes import DeliveryRejected, signature_headers, verify_delivery
 from .shape import EventShape, read_event
-from .store import event_id_for, record_event, record_rejection
+from .store import event_id_for, record_event, record_rejection, storable_moment, tally_rejection, was_pruned
 
 KEPT_HEADERS = ("webhook-id", "webhook-timestamp", "user-agent", "content-type")
 MAX_DEPTH = 64
@@ -32,12 +33,46 @@ def _answer(http_status: int, body: dict):
     return jsonify(body), http_status
 
 
-def _reject(status: int, public: str, reason: str, body_head: bytes = b""):
+def _reject(status: int, public: str, kind: str, reason: str, body_head: bytes = b""):
+    """Count the rejection; keep a sample and log it unless this address has sent too many lately."""
     settings = current_app.extensions["portal.settings"]
+    address = client_address()
+    tally_rejection(kind, address, reason)
+    try:
+        verdict = throttle().attempt("webhook-rejected", REJECTED_DELIVERIES_PER_ADDRESS, address)
+    except ThrottleUnavailable:
+        return _answer(status, {"error": public})  # counted above; no sample while the limit cannot be checked
+    if not verdict.allowed:
+        # Counted, but neither kept nor logged: a flood cannot push out evidence or fill the log.
+        response = _answer(429, {"error": "too many rejected deliveries"})
+        response[0].headers["Retry-After"] = str(verdict.retry_after)
+        return response
     headers = signature_headers(request.headers, settings.webhook_scheme, settings.webhook_header)
-    record_rejection(reason, get_remote_address(), headers, body_head, settings.rejected_keep)
-    current_app.logger.warning("webhook rejected from %s: %s", get_remote_address(), reason)
+    record_rejection(reason, address, headers, body_head, settings.rejected_keep)
+    current_app.logger.warning("webhook rejected from %r: %r", address, reason)
     return _answer(status, {"error": public})
+
+
+def _read_body(limit: int) -> bytes | None:
+    """The raw body, or None when it is over `limit` bytes, however it is sent (Content-Length or chunked)."""
+    if (request.content_length or 0) > limit:
+        return None
+    chunks, size = [], 0
+    try:
+        while chunk := request.stream.read(64 * 1024):
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+    except RequestEntityTooLarge:
+        return None
+    return b"".join(chunks)
+
+
+def _too_old(settings, timestamp: str | None) -> bool:
+    """An event that says it happened before the retention window: its id may have been forgotten since."""
+    moment = storable_moment(timestamp)
+    return moment is not None and moment < datetime.now(timezone.utc) - timedelta(days=settings.event_retention_days)
 
 
 def nests_deeper_than(body: bytes, limit: int) -> bool:
@@ -69,13 +104,9 @@ def _int_or_text(digits: str):
 def receive():
     """Take one delivery from the Flow Service."""
     settings = current_app.extensions["portal.settings"]
-    if (request.content_length or 0) > settings.webhook_max_bytes:
-        return _reject(413, "payload too large", f"body of {request.content_length} bytes is over the limit")
-    request.max_content_length = settings.webhook_max_bytes
-    try:
-        body = request.get_data(cache=True)  # raw bytes: re-serialised JSON would not match the signature
-    except RequestEntityTooLarge:
-        return _reject(413, "payload too large", "streamed body is over the limit")
+    body = _read_body(settings.webhook_max_bytes)  # raw bytes: re-serialised JSON would not match the signature
+    if body is None:
+        return _reject(413, "payload too large", "too_large", f"body is over the limit of {settings.webhook_max_bytes} bytes")
     try:
         verified = verify_delivery(
             body,
@@ -85,22 +116,35 @@ def receive():
             hmac_header=settings.webhook_header,
         )
     except DeliveryRejected as rejected:
-        return _reject(401, "invalid signature", rejected.reason, body)
+        return _reject(401, "invalid signature", rejected.kind, rejected.reason, body)
     if request.mimetype != "application/json":
-        return _reject(415, "content type must be application/json", f"content type {request.mimetype!r}", body)
+        return _reject(
+            415, "content type must be application/json", "content_type", f"content type {request.mimetype!r}", body
+        )
     if nests_deeper_than(body, MAX_DEPTH):
-        return _reject(400, "JSON nested too deep", f"JSON nested deeper than {MAX_DEPTH} levels", body)
+        return _reject(400, "JSON nested too deep", "too_deep", f"JSON nested deeper than {MAX_DEPTH} levels", body)
     try:
         payload = json.loads(body.decode("utf-8"), parse_int=_int_or_text)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
-        return _reject(400, "malformed JSON", "body is not valid UTF-8 JSON", body)
+        return _reject(400, "malformed JSON", "malformed", "body is not valid UTF-8 JSON", body)
     if not isinstance(payload, dict):
-        return _reject(400, "the event must be a JSON object", "body is not a JSON object", body)
+        return _reject(400, "the event must be a JSON object", "not_object", "body is not a JSON object", body)
     fields = read_event(payload, EventShape(settings.webhook_shape, settings.webhook_fields))
     # Standard Webhooks always signs an id; hmac-sha256 senders may put one in a header, the body, or nowhere.
     given_ids = [verified.message_id, request.headers.get(settings.webhook_id_header), fields.event_id]
     event_id = event_id_for(given_ids, body)
-    stored = record_event(verified, event_id, fields, body, _kept_headers(settings), get_remote_address())
+    if was_pruned(event_id):
+        return _answer(200, {"status": "duplicate", "id": event_id})  # stored once, removed by retention
+    if verified.scheme == "hmac-sha256" and _too_old(settings, fields.timestamp):
+        # hmac-sha256 signs no time: an old event may be a replay of one whose id is long forgotten.
+        return _reject(
+            400,
+            "event older than the retention window",
+            "stale_event",
+            "event time is before the retention window",
+            body,
+        )
+    stored = record_event(verified, event_id, fields, body, _kept_headers(settings), client_address())
     if stored:
         saw_event(fields, payload)
     return _answer(200, {"status": "stored" if stored else "duplicate", "id": event_id})

@@ -11,16 +11,34 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 STANDARD_HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
+# Why a delivery was refused, in a few words rejections are counted by (the reason text says more).
+REJECTION_KINDS = (
+    "signature",
+    "stale_timestamp",
+    "missing_header",
+    "malformed_signature",
+    "no_secret",
+    "too_large",
+    "content_type",
+    "malformed",
+    "too_deep",
+    "not_object",
+    "stale_event",
+)
 _SIGNATURE_ENTRY = re.compile(r"v\d+,[A-Za-z0-9+/=_-]+")
 _HEX_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 class DeliveryRejected(Exception):
-    """Verification failed; `reason` is for the rejected-deliveries record, never for the sender."""
+    """Verification failed; `reason` is for the rejected-deliveries record, never for the sender.
 
-    def __init__(self, reason: str):
+    `kind` names the reason among a few (REJECTION_KINDS): what rejections are counted by.
+    """
+
+    def __init__(self, reason: str, kind: str = "signature"):
         super().__init__(reason)
         self.reason = reason
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -41,37 +59,40 @@ def verify_standard(body: bytes, headers: Mapping, secrets: tuple[str, ...]) -> 
     wanted = {name: headers.get(name, "") for name in STANDARD_HEADERS}
     missing = [name for name, value in wanted.items() if not value]
     if missing:
-        raise DeliveryRejected(f"missing header {', '.join(missing)}")
+        raise DeliveryRejected(f"missing header {', '.join(missing)}", "missing_header")
     # The library gives up on the first malformed entry, even before a valid one: drop them first.
     entries = [entry for entry in wanted["webhook-signature"].split() if _SIGNATURE_ENTRY.fullmatch(entry)]
     if not entries:
-        raise DeliveryRejected("webhook-signature has no well-formed entry")
+        raise DeliveryRejected("webhook-signature has no well-formed entry", "malformed_signature")
     wanted["webhook-signature"] = " ".join(entries)
-    reason = "no secret matches the signature"
+    reason, kind = "no secret matches the signature", "signature"
     for index, secret in enumerate(secrets):
         try:
             Webhook(secret).verify(body, wanted, json_parse=False)
             return Verified("standard-webhooks", index, wanted["webhook-id"])
         except WebhookVerificationError as error:
             text = str(error).lower()
-            if "timestamp" in text or "header" in text:
-                reason = f"{text} (the tolerance is 5 minutes)" if "timestamp" in text else text
+            if "timestamp" in text:
+                reason, kind = f"{text} (the tolerance is 5 minutes)", "stale_timestamp"
                 break  # the same for every secret
+            if "header" in text:
+                reason, kind = text, "missing_header"
+                break
         except UnicodeDecodeError:
-            raise DeliveryRejected("body is not UTF-8") from None
+            raise DeliveryRejected("body is not UTF-8", "malformed") from None
         except (ValueError, binascii.Error):
-            reason = "webhook-signature entry is not base64"
-    raise DeliveryRejected(reason)
+            reason, kind = "webhook-signature entry is not base64", "malformed_signature"
+    raise DeliveryRejected(reason, kind)
 
 
 def verify_hmac_sha256(body: bytes, headers: Mapping, secrets: tuple[str, ...], header: str) -> Verified:
     """Hex HMAC-SHA256 of the raw body in `header`, optionally prefixed `sha256=`."""
     given = (headers.get(header) or "").strip()
     if not given:
-        raise DeliveryRejected(f"missing header {header}")
+        raise DeliveryRejected(f"missing header {header}", "missing_header")
     digest = given.removeprefix("sha256=")
     if not _HEX_SHA256.fullmatch(digest):
-        raise DeliveryRejected(f"{header} is not a hex SHA-256 digest")
+        raise DeliveryRejected(f"{header} is not a hex SHA-256 digest", "malformed_signature")
     for index, secret in enumerate(secrets):
         expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
         if hmac.compare_digest(expected, digest.lower()):
@@ -83,7 +104,7 @@ def verify_delivery(
     body: bytes, headers: Mapping, *, scheme: str, secrets: tuple[str, ...], hmac_header: str
 ) -> Verified:
     if not secrets:
-        raise DeliveryRejected("no webhook secret is configured (FLOW_WEBHOOK_SECRETS)")
+        raise DeliveryRejected("no webhook secret is configured (FLOW_WEBHOOK_SECRETS)", "no_secret")
     if scheme == "standard-webhooks":
         return verify_standard(body, headers, secrets)
     return verify_hmac_sha256(body, headers, secrets, hmac_header)

@@ -7,18 +7,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy import and_, delete, func, insert, literal, or_, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 
 from ..extensions import db
 from ..flowapi.models import parse_timestamp
-from ..models import FlowRecord, RejectedDelivery, WebhookEvent
+from ..models import FlowRecord, PrunedEvent, RejectedDelivery, RejectionTally, UtcDateTime, WebhookEvent
 from ..paging import KeysetPage, newest_first
 from .schemes import Verified
 from .shape import EventFields
 
 BODY_HEAD_BYTES = 4096
+SAMPLES_PER_SOURCE = 20  # rejected deliveries kept per sending address
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 # A day inside what a datetime holds, so that every time zone can still show the moment.
@@ -107,22 +110,70 @@ def event_document(event: WebhookEvent):
     return json.loads(_SURROGATE.sub("\ufffd", text)) if _SURROGATE.search(text) else document
 
 
+def tally_rejection(kind: str, source_ip: str | None, reason: str) -> None:
+    """Count one rejection of `kind` from `source_ip`: one row per pair, so no volume can push another out."""
+    table = RejectionTally.__table__
+    insert = postgresql_insert if db.session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    now = datetime.now(timezone.utc)
+    reason = clean_text(reason, 255) or "unknown"
+    statement = insert(table).values(
+        kind=kind, source_ip=(source_ip or "")[:64], count=1, first_at=now, last_at=now, last_reason=reason
+    )
+    statement = statement.on_conflict_do_update(
+        index_elements=[table.c.kind, table.c.source_ip],
+        set_={"count": table.c.count + 1, "last_at": now, "last_reason": reason},
+    )
+    db.session.execute(statement)
+    db.session.commit()
+
+
 def record_rejection(reason: str, source_ip: str | None, headers: dict, body_head: bytes, keep: int) -> None:
-    """Keep the rejection for admins, and only the newest `keep` of them."""
+    """Keep a sample of the rejection for admins: the newest SAMPLES_PER_SOURCE per address, `keep` in all.
+
+    A flood from one address only replaces that address's own samples; past `keep`, the address with
+    the most samples gives up its oldest.
+    """
+    source = (source_ip or "")[:64] or None
     db.session.add(
         RejectedDelivery(
             reason=clean_text(reason, 255) or "unknown",
-            source_ip=(source_ip or "")[:64] or None,
+            source_ip=source,
             signature_headers=json.dumps(headers),
             body_head=body_head[:BODY_HEAD_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd"),
         )
     )
     db.session.flush()
-    newest_kept = select(RejectedDelivery.id).order_by(RejectedDelivery.id.desc()).offset(keep).limit(1)
-    cutoff = db.session.scalar(newest_kept)
-    if cutoff is not None:
-        db.session.execute(delete(RejectedDelivery).where(RejectedDelivery.id <= cutoff))
+    _drop_oldest_beyond(
+        RejectedDelivery.source_ip.is_(None) if source is None else RejectedDelivery.source_ip == source
+    )
+    if db.session.scalar(select(func.count(RejectedDelivery.id))) > keep:
+        busiest = (
+            select(RejectedDelivery.source_ip)
+            .group_by(RejectedDelivery.source_ip)
+            .order_by(func.count(RejectedDelivery.id).desc())
+            .limit(1)
+        )
+        oldest = select(func.min(RejectedDelivery.id)).where(RejectedDelivery.source_ip.in_(busiest))
+        db.session.execute(delete(RejectedDelivery).where(RejectedDelivery.id == oldest.scalar_subquery()))
     db.session.commit()
+
+
+def _drop_oldest_beyond(same_source) -> None:
+    cutoff = db.session.scalar(
+        select(RejectedDelivery.id)
+        .where(same_source)
+        .order_by(RejectedDelivery.id.desc())
+        .offset(SAMPLES_PER_SOURCE)
+        .limit(1)
+    )
+    if cutoff is not None:
+        db.session.execute(delete(RejectedDelivery).where(same_source, RejectedDelivery.id <= cutoff))
+
+
+def rejection_tallies(limit: int = 200) -> list[RejectionTally]:
+    """Rejection counts by kind and address, most recent first."""
+    query = select(RejectionTally).order_by(RejectionTally.last_at.desc(), RejectionTally.count.desc())
+    return list(db.session.scalars(query.limit(limit)))
 
 
 def events_for_flow(flow_id: str, reference_id: str | None) -> list[WebhookEvent]:
@@ -268,9 +319,19 @@ def event_types() -> list[str]:
 
 
 def prune_events(older_than: datetime) -> int:
-    result = db.session.execute(delete(WebhookEvent).where(WebhookEvent.received_at < older_than))
+    """Delete events received before `older_than`, keeping their ids: a replay of one stays a duplicate."""
+    old = WebhookEvent.received_at < older_than
+    now = datetime.now(timezone.utc)
+    kept_ids = select(WebhookEvent.event_id, literal(now, UtcDateTime)).where(old)
+    db.session.execute(insert(PrunedEvent).from_select(["event_id", "pruned_at"], kept_ids))
+    result = db.session.execute(delete(WebhookEvent).where(old))
     db.session.commit()
     return result.rowcount
+
+
+def was_pruned(event_id: str) -> bool:
+    """Whether an event with this id was stored once and removed by retention."""
+    return db.session.get(PrunedEvent, event_id) is not None
 
 
 def iter_events(since: datetime | None, batch: int = 500) -> Iterator[WebhookEvent]:

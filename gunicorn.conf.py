@@ -1,0 +1,140 @@
+"""gunicorn settings for the portal in production: `gunicorn -c gunicorn.conf.py wsgi:app` (README, Run in production).
+
+Every top-level name here is a gunicorn setting; helpers start with `_`. The environment may override:
+`WEB_CONCURRENCY` (workers), `PORTAL_THREADS` (threads per worker), `PORTAL_BIND` (listen address) and
+`FORWARDED_ALLOW_IPS` (addresses whose X-Forwarded-Proto gunicorn believes; none by default, the portal's
+`PORTAL_TRUSTED_PROXIES` handles forwarded headers). Slow clients are the reverse proxy's job: gunicorn reads
+a request body on a worker thread, so it must only ever see bodies that a buffering proxy has already read
+(docs/nginx.conf).
+"""
+
+import math
+import os
+import shutil
+import tempfile
+
+from gunicorn import glogging
+
+
+def _whole_number(name: str, default: int, high: int = 64) -> int:
+    """A whole number from the environment; a malformed one stops start-up with one line naming it."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= high:
+        raise SystemExit(f"gunicorn.conf.py: {name} must be a whole number from 1 to {high}, not {raw!r}")
+    return int(raw)
+
+
+_CPUS = os.cpu_count() or 1
+
+# The portal mostly waits (Flow Service, database), so concurrency is about four requests per CPU. Past
+# four processes it grows by threads instead: every worker has its own database pool (15 connections),
+# token cache and flow-index writer, so fewer, wider workers spare the database and the identity provider.
+_DEFAULT_WORKERS = min(_CPUS, 4)
+_DEFAULT_THREADS = min(max(math.ceil(4 * _CPUS / _DEFAULT_WORKERS), 4), 12)
+
+worker_class = "gthread"
+workers = _whole_number("WEB_CONCURRENCY", _DEFAULT_WORKERS)
+threads = _whole_number("PORTAL_THREADS", _DEFAULT_THREADS)
+bind = [os.environ.get("PORTAL_BIND", "127.0.0.1:8000")]  # behind a proxy on the same host; the image binds 0.0.0.0
+
+# Requests: a request line of 4 KiB (long enough for a `next` link holding a search), at most 64 header
+# fields of at most 8 KiB each (the session cookie is well under 1 KiB). Past them: 414 / 431.
+limit_request_line = 4094
+limit_request_fields = 64
+limit_request_field_size = 8190
+
+# Time: a gthread worker's heartbeat comes from its main loop, so `timeout` restarts a hung worker, not a
+# slow request (those are bounded by FLOW_* and PORTAL_DB_* timeouts). On SIGTERM (docker stop, systemd)
+# workers stop accepting and finish what they hold for up to `graceful_timeout`: the longest Flow Service
+# call with its retries is about 20 s. Give the container more than that to stop (compose.yaml: 30 s).
+timeout = 30
+graceful_timeout = 25
+keepalive = 5
+
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "")
+control_socket_disable = True  # gunicorn 25+ would otherwise open ~/.gunicorn/gunicorn.ctl
+# The heartbeat file (mkstemp, unlinked at once) in memory: on a container's overlay disk it can stall workers.
+worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # noqa: S108
+
+
+class _AccessLogWithoutSecrets(glogging.Logger):
+    """gunicorn's logger whose access lines hold only the atoms below.
+
+    Query strings carry search terms (national ids, names), and so do the request line, the Referer and a
+    redirect's Location; headers carry cookies and tokens. Those atoms print as `-` whatever the format
+    says. The path is percent-decoded, so control characters in it are escaped: one request, one line.
+    """
+
+    KEPT = ("h", "t", "m", "U", "H", "s", "b", "B", "M", "D", "L", "T", "p")
+
+    def atoms(self, resp, req, environ, request_time):
+        atoms = super().atoms(resp, req, environ, request_time)
+        return {key: _printable(atoms[key]) for key in self.KEPT}
+
+
+def _printable(value):
+    if isinstance(value, str) and not value.isprintable():
+        return value.encode("unicode_escape").decode("ascii")
+    return value
+
+
+logger_class = _AccessLogWithoutSecrets
+accesslog = "-"
+errorlog = "-"
+access_log_format = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms'
+
+
+def pre_fork(server, worker):
+    """Tell the app how many workers share it: in production more than one requires Redis (PORTAL_WORKERS)."""
+    os.environ["PORTAL_WORKERS"] = str(server.num_workers)  # the final count, after any --workers on the command line
+
+
+# -- logging and metrics hooks -----------------------------------------------------------------------------
+# (Observability.) Keep the guarantees above: no query string, header or cookie in any log line.
+
+
+def _metrics_folder() -> str | None:
+    """Prometheus multiprocess mode: every worker writes its metrics to files that a scrape adds up.
+
+    Set before anything imports prometheus_client (the portal does), so the workers inherit it at fork.
+    An operator's PROMETHEUS_MULTIPROC_DIR is kept (it must be emptied between runs); else a new folder,
+    removed at exit.
+    """
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return None
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="portal-metrics-")
+    return os.environ["PROMETHEUS_MULTIPROC_DIR"]
+
+
+def _logconfig() -> dict:
+    from portal.logs import gunicorn_logconfig_dict  # after _metrics_folder(): it imports prometheus_client
+
+    return gunicorn_logconfig_dict()
+
+
+class _JsonAccessLog(_AccessLogWithoutSecrets):
+    """The atoms above, plus the request id the portal answered with (its own, or a well-formed one it was sent)."""
+
+    def atoms(self, resp, req, environ, request_time):
+        atoms = super().atoms(resp, req, environ, request_time)
+        atoms.update(("{x-request-id}o", value) for name, value in resp.headers if name.lower() == "x-request-id")
+        return atoms
+
+
+_OWN_METRICS_FOLDER = _metrics_folder()
+logconfig_dict = _logconfig()  # JSON lines (portal.logs): error log on stderr, access log on stdout
+logger_class = _JsonAccessLog
+
+
+def child_exit(server, worker):
+    """A worker is gone: drop its live-gauge files (its counters stay counted)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    if _OWN_METRICS_FOLDER:
+        shutil.rmtree(_OWN_METRICS_FOLDER, ignore_errors=True)

@@ -1,0 +1,138 @@
+"""The one masking policy for national ids: on pages, in raw JSON, events, exports and logs.
+
+A mask shows the birth-date part of an id and its separator (or century sign), never the individual
+number or the check digits: given the birth date there remain hundreds of valid ids with the same mask,
+so the mask tells a reader no more than the birth date does. Pure functions, no Flask.
+"""
+
+import re
+import unicodedata
+
+from stdnum.se import personnummer
+
+MASK = "•"
+EMPTY = "—"
+NUMBER_MASK_LENGTH = 11
+
+# A whole value known to be a national id (it sits under a national-id key). The hidden part may already
+# be masked, so that masking twice changes nothing.
+_ID_SHAPES = tuple(
+    re.compile(pattern, re.ASCII | re.IGNORECASE)
+    for pattern in (
+        r"(?P<date>[0-9]{6})(?P<sep>[-+A-FU-Y])(?P<rest>[0-9•]{3}[0-9A-Y•])",  # FI DDMMYY-NNNC, SE YYMMDD-NNNN
+        r"(?P<date>[0-9]{8})(?P<sep>[-+ ]?)(?P<rest>[0-9•]{4})",  # SE YYYYMMDD-NNNN, YYYYMMDDNNNN
+        r"(?P<date>[0-9]{6})(?P<sep> ?)(?P<rest>[0-9•]{5})",  # NO DDMMYYNNNCC, DDMMYY NNNCC
+        r"(?P<date>[0-9]{6})(?P<sep> ?)(?P<rest>[0-9•]{4})",  # SE YYMMDDNNNN
+    )
+)
+
+# Ids inside free text. Runs glued to letters or digits are left alone (hashes, UUIDs). A separator form and
+# 11 digits (also as DDMMYY NNNNN) are always masked; a bare 10 or 12 digit run only when it is a valid
+# personnummer, so that timestamps and amounts stay readable.
+_NOT_AFTER = r"(?<![0-9A-Za-z-])"
+_NOT_BEFORE = r"(?![0-9A-Za-z-])"
+_SEPARATED_IN_TEXT = re.compile(
+    _NOT_AFTER + r"(?P<date>[0-9]{6}|[0-9]{8})(?P<sep>[-+A-FU-Y])(?P<rest>[0-9]{3}[0-9A-Y])" + _NOT_BEFORE,
+    re.ASCII | re.IGNORECASE,
+)
+_NORWEGIAN_IN_TEXT = re.compile(
+    r"(?<![0-9A-Za-z])(?P<date>[0-9]{6})(?P<sep> ?)(?P<rest>[0-9]{5})(?![0-9A-Za-z])", re.ASCII
+)
+_SWEDISH_DIGITS_IN_TEXT = re.compile(
+    _NOT_AFTER + r"(?P<date>[0-9]{6}|[0-9]{8})(?P<sep>)(?P<rest>[0-9]{4})" + _NOT_BEFORE, re.ASCII
+)
+
+# Keys naming a national id, compared without case, accents or separators.
+_ID_KEY_NAMES = frozenset(
+    {
+        "nationalid",
+        "nationalidnumber",
+        "nationalidentifier",
+        "nationalidentitynumber",
+        "nationalidentificationnumber",
+        "socialsecuritynumber",
+        "socialsecurityno",
+        "personnummer",
+        "personnr",
+        "personnumber",
+        "personalnumber",
+        "personalidnumber",
+        "personalidentitynumber",
+        "personalidentificationnumber",
+        "personalidentitycode",
+        "identitynumber",
+        "henkilotunnus",
+        "fodselsnummer",
+        "fodselsnr",
+    }
+)
+# Short names match only as a whole key or its last word ("applicant_ssn", "customerSSN").
+_SHORT_ID_KEY_NAMES = frozenset({"ssn", "hetu", "fnr", "pnr"})
+_FOLDED = str.maketrans({"ø": "o", "Ø": "O", "æ": "ae", "Æ": "AE", "ð": "d", "Ð": "D", "þ": "th", "Þ": "TH", "ß": "ss"})
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def mask_national_id(value) -> str:
+    """The id with only its birth-date part and separator shown: "010190•••••"; "—" for none."""
+    if value is None or value == "":
+        return EMPTY
+    if not isinstance(value, str):
+        return MASK * NUMBER_MASK_LENGTH  # a JSON number has lost any leading zero: its shape tells nothing
+    text = value.strip()
+    for shape in _ID_SHAPES:
+        match = shape.fullmatch(text)
+        if match:
+            return _masked(match)
+    return MASK * len(text) or EMPTY
+
+
+def mask_text(text):
+    """The text with every id-shaped number in it masked; anything not a string is returned as it is."""
+    if not isinstance(text, str) or not text:
+        return text
+    text = _SEPARATED_IN_TEXT.sub(_masked, text)
+    text = _NORWEGIAN_IN_TEXT.sub(_masked, text)
+    return _SWEDISH_DIGITS_IN_TEXT.sub(_masked_if_personnummer, text)
+
+
+def is_national_id_key(key) -> bool:
+    """Whether a JSON key names a national id: "nationalID", "ssn", "henkilötunnus", "applicant_ssn"…"""
+    if not isinstance(key, str):
+        return False
+    compact = "".join(_ascii_words(key)).lower()
+    if compact in _ID_KEY_NAMES or compact in _SHORT_ID_KEY_NAMES:
+        return True
+    if any(compact.endswith(name) for name in _ID_KEY_NAMES):
+        return True
+    words = _ascii_words(key)
+    return bool(words) and words[-1].lower() in _SHORT_ID_KEY_NAMES
+
+
+def mask_document(document):
+    """A copy of a JSON document with national ids masked: under id keys, and id-shaped in any text."""
+    if isinstance(document, dict):
+        return {key: _mask_entry(key, value) for key, value in document.items()}
+    if isinstance(document, list):
+        return [mask_document(item) for item in document]
+    return mask_text(document)
+
+
+def _mask_entry(key, value):
+    if is_national_id_key(key) and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return mask_national_id(value)
+    return mask_document(value)
+
+
+def _masked(match: re.Match) -> str:
+    return match["date"] + match["sep"] + MASK * len(match["rest"])
+
+
+def _masked_if_personnummer(match: re.Match) -> str:
+    return _masked(match) if personnummer.is_valid(match[0]) else match[0]
+
+
+def _ascii_words(key: str) -> list[str]:
+    """The key's words in ASCII letters: "henkilöTunnus" → ["henkilo", "Tunnus"]."""
+    folded = unicodedata.normalize("NFKD", key.translate(_FOLDED))
+    plain = "".join(char for char in folded if not unicodedata.combining(char))
+    return _WORDS.findall(plain)

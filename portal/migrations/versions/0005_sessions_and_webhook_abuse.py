@@ -1,0 +1,53 @@
+"""sessions that end (a per-user session version); webhook rejections tallied; pruned event ids kept
+
+Revision ID: 0005_sessions_and_webhook_abuse
+Revises: 0004_mask_policy
+Create Date: 2026-11-23 18:00:00.000000
+
+"""
+from alembic import op
+import sqlalchemy as sa
+
+
+
+# revision identifiers, used by Alembic.
+revision = '0005_sessions_and_webhook_abuse'
+down_revision = '0004_mask_policy'
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    with op.batch_alter_table('users', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('session_version', sa.Integer(), nullable=False, server_default='1'))
+
+    with op.batch_alter_table('rejected_deliveries', schema=None) as batch_op:
+        batch_op.create_index('ix_rejected_deliveries_source_ip', ['source_ip'], unique=False)
+
+    op.create_table(
+        'rejection_tallies',
+        sa.Column('kind', sa.String(length=40), nullable=False),
+        sa.Column('source_ip', sa.String(length=64), nullable=False),
+        sa.Column('count', sa.Integer(), nullable=False),
+        sa.Column('first_at', sa.DateTime(timezone=True), nullable=False),
+        sa.Column('last_at', sa.DateTime(timezone=True), nullable=False),
+        sa.Column('last_reason', sa.String(length=255), nullable=False),
+        sa.PrimaryKeyConstraint('kind', 'source_ip'),
+    )
+    op.create_index('ix_rejection_tallies_last_at', 'rejection_tallies', ['last_at'], unique=False)
+    op.create_table(
+        'pruned_webhook_events',
+        sa.Column('event_id', sa.String(length=255), nullable=False),
+        sa.Column('pruned_at', sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint('event_id'),
+    )
+
+
+def downgrade():
+    op.drop_table('pruned_webhook_events')
+    op.drop_index('ix_rejection_tallies_last_at', table_name='rejection_tallies')
+    op.drop_table('rejection_tallies')
+    with op.batch_alter_table('rejected_deliveries', schema=None) as batch_op:
+        batch_op.drop_index('ix_rejected_deliveries_source_ip')
+    with op.batch_alter_table('users', schema=None) as batch_op:
+        batch_op.drop_column('session_version')

@@ -1,0 +1,84 @@
+"""What the portal refuses to run with in production: secrets anyone can know or guess, the sandbox,
+sign-in throttling that workers do not share. Each rule answers one line naming the setting."""
+
+import base64
+import binascii
+import math
+import string
+
+# Values published in this repository (.env.example, scripts, tests, the sandbox). A portal using one
+# can have its session cookies forged or its webhooks faked by anyone who has read the code.
+SHIPPED_SECRETS = frozenset(
+    {
+        "change-me-to-a-long-random-string",
+        "change-me-to-another-long-random-string",
+        "testing-only-secret-key",
+        "testing-only-index-key",
+        "test-secret-key-0123456789",
+        "test-index-key-0123456789",
+        "demo-secret",
+        "demo-password",
+        # the sandbox's published demo webhook secret (SANDBOX_WEBHOOK_SECRET when unset)
+        "whsec_Zmxvdy1zYW5kYm94LWRlbW8td2ViaG9vay1zZWNyZXQ=",
+    }
+)
+SANDBOX_CLIENT_ID = "demo-client"
+KEY_BITS = 256  # PORTAL_SECRET_KEY and PORTAL_INDEX_KEY: 32 bytes of entropy
+WEBHOOK_SECRET_BYTES = 24
+MIN_DISTINCT = 10  # fewer different characters than this is a pattern, not a random string
+_CLASSES = (string.ascii_lowercase, string.ascii_uppercase, string.digits)
+GENERATE = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
+
+
+def estimated_bits(text: str) -> float:
+    """An upper estimate of a random string's entropy: its length times the bits of the alphabet it draws from.
+
+    A string with few different characters ("aaaa…", "abab…") is not random whatever its alphabet: 0.
+    """
+    if len(set(text)) < MIN_DISTINCT:
+        return 0.0
+    alphabet = sum(len(chars) for chars in _CLASSES if any(char in chars for char in text))
+    if any(not char.isalnum() or not char.isascii() for char in text):
+        alphabet += 33  # punctuation and everything else
+    return len(text) * math.log2(alphabet)
+
+
+def key_problem(name: str, value: str) -> str | None:
+    if value in SHIPPED_SECRETS:
+        return f"{name} is a value published in the repository; generate one: {GENERATE}"
+    if estimated_bits(value) < KEY_BITS:
+        return f"{name} has less than 32 bytes of entropy; generate one: {GENERATE}"
+    return None
+
+
+def webhook_secret_problem(secret: str, scheme: str) -> str | None:
+    name = "FLOW_WEBHOOK_SECRETS"
+    if secret in SHIPPED_SECRETS:
+        return f"{name} holds the sandbox's published demo secret; use the secret the Flow Service gave you"
+    if scheme == "standard-webhooks":
+        try:
+            raw = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+        except (ValueError, binascii.Error):
+            return f"{name}: a secret is not whsec_ followed by base64"
+        if len(raw) < WEBHOOK_SECRET_BYTES or len(set(raw)) < MIN_DISTINCT:
+            return f"{name}: a secret is shorter than {WEBHOOK_SECRET_BYTES} random bytes"
+    elif estimated_bits(secret) < WEBHOOK_SECRET_BYTES * 8:
+        return f"{name}: a secret is shorter than {WEBHOOK_SECRET_BYTES} random bytes"
+    return None
+
+
+def production_problems(settings, workers: int) -> list[str]:
+    """Every reason `settings` must not run in production, each one line naming its setting."""
+    problems = [key_problem("PORTAL_SECRET_KEY", settings.secret_key)]
+    problems.append(key_problem("PORTAL_INDEX_KEY", settings.index_key.decode()))
+    problems += [webhook_secret_problem(secret, settings.webhook_scheme) for secret in settings.webhook_secrets]
+    if settings.client_id == SANDBOX_CLIENT_ID or (settings.client_secret or "") in SHIPPED_SECRETS:
+        problems.append("FLOW_CLIENT_ID/FLOW_CLIENT_SECRET are the sandbox's demo client; production needs your own")
+    if settings.client_secret and not settings.client_secret.strip():
+        problems.append("FLOW_CLIENT_SECRET is empty")
+    if workers > 1 and not settings.redis_url:
+        problems.append(
+            f"PORTAL_REDIS_URL is required with {workers} workers (PORTAL_WORKERS): "
+            "sign-in throttling must be shared by every worker"
+        )
+    return [problem for problem in problems if problem]

@@ -1,0 +1,26 @@
+"""The current request's id, readable without Flask: by the log formatter and the Flow Service client."""
+
+import re
+import uuid
+from contextvars import ContextVar
+
+HEADER = "X-Request-Id"
+_ACCEPTED = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_current: ContextVar[str | None] = ContextVar("portal_request_id", default=None)
+
+
+def begin(incoming: str | None) -> str:
+    """Make the caller's id (when well-formed) or a new one the id of this request; return it."""
+    request_id = incoming if incoming and _ACCEPTED.fullmatch(incoming) else uuid.uuid4().hex
+    _current.set(request_id)
+    return request_id
+
+
+def end() -> None:
+    """Forget the id: a worker thread serves other requests next."""
+    _current.set(None)
+
+
+def current() -> str | None:
+    """The id of the request being served, None outside a request."""
+    return _current.get()

@@ -1,0 +1,444 @@
+"""The national-id mask: one policy (the birth-date part only), not reversible, on every page and in every export."""
+
+import csv
+import io
+import json
+import random
+import re
+import uuid
+from collections.abc import Iterator
+from datetime import date, datetime, timedelta, timezone
+from html import unescape
+from itertools import islice
+
+import pytest
+import requests
+from flask import Flask
+from sqlalchemy import bindparam, text
+from standardwebhooks import Webhook
+from stdnum import luhn
+from stdnum.fi import hetu
+from stdnum.no import fodselsnummer
+from stdnum.se import personnummer
+from support import sign_in
+from test_views import make_user_for
+
+from portal.extensions import db
+from portal.masking import is_national_id_key, mask_document, mask_national_id, mask_text
+from portal.models import FlowRecord, WebhookEvent
+from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
+
+NORWEGIAN = "15108695088"
+SWEDISH = "811218-9876"
+SWEDISH_LONG = "198112189876"
+FINNISH = "131052-308T"
+# Every written form that would give a person away: as written, and as bare digits.
+FULL_FORMS = (NORWEGIAN, SWEDISH, "8112189876", SWEDISH_LONG, FINNISH, "131052308T")
+SHOWN_MASKS = ("151086•••••", "811218-••••", "19811218••••", "131052-••••")
+
+
+# -- the policy ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "masked"),
+    [
+        (NORWEGIAN, "151086•••••"),
+        ("151086 95088", "151086 •••••"),
+        (SWEDISH, "811218-••••"),
+        ("121212+1212", "121212+••••"),
+        ("8112189876", "811218••••"),
+        (SWEDISH_LONG, "19811218••••"),
+        ("19811218-9876", "19811218-••••"),
+        (FINNISH, "131052-••••"),
+        ("010203A1008", "010203A••••"),
+        ("131052y308t", "131052y••••"),
+        (" 15108695088 ", "151086•••••"),
+        ("not an id", "•" * 9),
+        ("1234", "••••"),
+        (15108695088, "•" * 11),  # a JSON number: its leading zero may be gone, so nothing of it is shown
+        ("", "—"),
+        (None, "—"),
+    ],
+)
+def test_the_mask_shows_the_birth_date_part_only(value, masked):
+    assert mask_national_id(value) == masked
+
+
+@pytest.mark.parametrize("number", [NORWEGIAN, SWEDISH, SWEDISH_LONG, FINNISH, "not an id"])
+def test_masking_a_mask_changes_nothing(number):
+    assert mask_national_id(mask_national_id(number)) == mask_national_id(number)
+
+
+# -- no reconstruction ---------------------------------------------------------------------------
+
+FINNISH_CHECK = "0123456789ABCDEFHJKLMNPRSTUVWXY"
+FINNISH_SIGNS = {18: "+", 19: "-YXWVU", 20: "ABCDEF"}
+FINNISH_CENTURIES = {sign: century * 100 for century, signs in FINNISH_SIGNS.items() for sign in signs}
+# The check part of an id from its birth-date digits and individual number (9 digits), by the published rules.
+CHECK_PART = {
+    "no": lambda nine: (first := fodselsnummer.calc_check_digit1(nine)) + fodselsnummer.calc_check_digit2(nine + first),
+    "se": luhn.calc_check_digit,
+    "fi": lambda nine: FINNISH_CHECK[int(nine) % 31],
+}
+
+
+def finnish_birth_date(number: str) -> date:
+    century = FINNISH_CENTURIES[number[6].upper()]
+    return date(century + int(number[4:6]), int(number[2:4]), int(number[0:2]))
+
+
+VALID = {"no": fodselsnummer.is_valid, "se": personnummer.is_valid, "fi": hetu.is_valid}
+BIRTH_DATE = {"no": fodselsnummer.get_birth_date, "se": personnummer.get_birth_date, "fi": finnish_birth_date}
+
+
+def completion(prefix: str, country: str, individual: int) -> str:
+    """The id that starts with `prefix` (date part and separator), with this individual number and its check part."""
+    nine = re.sub(r"[^0-9]", "", prefix)[-6:] + f"{individual:03d}"
+    return prefix + nine[-3:] + CHECK_PART[country](nine)
+
+
+def completions(prefix: str, country: str) -> Iterator[str]:
+    """Every id a guesser could try after `prefix`: an individual number has exactly one check part."""
+    return (completion(prefix, country, individual) for individual in range(1000))
+
+
+def generated_id(rng: random.Random, country: str) -> tuple[str, date]:
+    """A valid id of `country` in one of its written forms, and the birth date it gives."""
+    while True:
+        born = date(1930, 1, 1) + timedelta(days=rng.randrange(365 * 94))
+        prefix = {
+            "no": f"{born:%d%m%y}",
+            "se": rng.choice([f"{born:%y%m%d}-", f"{born:%y%m%d}", f"{born:%Y%m%d}", f"{born:%Y%m%d}-"]),
+            "fi": f"{born:%d%m%y}" + rng.choice(FINNISH_SIGNS[born.year // 100]),
+        }[country]
+        number = completion(prefix, country, rng.randrange(1000))
+        if VALID[country](number) and BIRTH_DATE[country](number) == born:
+            return number, born
+
+
+def same_mask_candidates(number: str, country: str, born: date):
+    """The valid ids with the birth date and the mask of `number`: what birth date + mask narrow it down to."""
+    masked = mask_national_id(number)
+    prefix = masked.rstrip("•")
+    for candidate in completions(prefix, country):
+        valid = VALID[country](candidate) and BIRTH_DATE[country](candidate) == born
+        if valid and mask_national_id(candidate) == masked:
+            yield candidate
+
+
+GUESSES = 100  # at least this many valid ids share every birth date and mask (the issue asks for more than one)
+
+
+def test_birth_date_and_mask_never_single_out_one_of_a_thousand_generated_ids():
+    rng = random.Random(20261123)
+    for index in range(1000):
+        country = ("no", "se", "fi")[index % 3]
+        number, born = generated_id(rng, country)
+        shown = mask_national_id(number).rstrip("•")
+        assert number.startswith(shown) and len(number) - len(shown) >= 4, "individual number and check hidden"
+        individual = int(number[len(shown) :][:3])
+        assert completion(shown, country, individual) == number, "the guesser's list holds the true id"
+        assert len(list(islice(same_mask_candidates(number, country, born), GUESSES))) == GUESSES, number
+
+
+@pytest.mark.parametrize(("number", "country"), [(NORWEGIAN, "no"), (SWEDISH, "se"), (FINNISH, "fi")])
+def test_hundreds_of_ids_share_each_mask(number, country):
+    born = BIRTH_DATE[country](number)
+    assert len(list(same_mask_candidates(number, country, born))) > 300
+
+
+# -- keys and text -------------------------------------------------------------------------------
+
+ID_KEYS = [
+    "nationalId",
+    "national_id",
+    "nationalID",
+    "NationalId",
+    "NATIONAL_ID",
+    "ssn",
+    "SSN",
+    "Ssn",
+    "personnummer",
+    "personNumber",
+    "personalNumber",
+    "personal_identity_number",
+    "henkilötunnus",
+    "henkilotunnus",
+    "Henkilötunnus",
+    "hetu",
+    "fødselsnummer",
+    "Fødselsnummer",
+    "fodselsnummer",
+    "fnr",
+    "pnr",
+    "socialSecurityNumber",
+    "social-security-number",
+    "identityNumber",
+    "applicant_ssn",
+    "customerSSN",
+    "applicantNationalId",
+]
+OTHER_KEYS = [
+    "id",
+    "flowId",
+    "lastName",
+    "ssnHash",
+    "nationalIdMasked",
+    "session",
+    "lessons",
+    "assn",
+    "referenceId",
+    "pin",
+    "status",
+]
+
+
+@pytest.mark.parametrize("key", ID_KEYS)
+def test_keys_naming_a_national_id(key):
+    assert is_national_id_key(key)
+
+
+@pytest.mark.parametrize("key", [*OTHER_KEYS, None, 7])
+def test_keys_not_naming_a_national_id(key):
+    assert not is_national_id_key(key)
+
+
+@pytest.mark.parametrize(
+    ("upstream", "shown"),
+    [
+        (f"Credit check for {NORWEGIAN} failed", "Credit check for 151086••••• failed"),
+        (f"ids {SWEDISH}, 8112189876 and {SWEDISH_LONG}", "ids 811218-••••, 811218•••• and 19811218••••"),
+        (f"henkilötunnus={FINNISH}; again 131052a308t", "henkilötunnus=131052-••••; again 131052a••••"),
+        ("written as 151086 95088.", "written as 151086 •••••."),
+        ('{"ssn":"15108695088"}', '{"ssn":"151086•••••"}'),
+    ],
+)
+def test_ids_inside_upstream_text_are_masked(upstream, shown):
+    assert mask_text(upstream) == shown
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        "at epoch 1712345678 and 1764000000000",
+        "uuid 123e4567-e89b-12d3-a456-426614174000 and 42661417400012",
+        "hash a15108695088b",
+        "created 2026-11-23T10:00:00Z, amount 1234567890, order LA-10040",
+        "phone +47 22 33 44 55",
+    ],
+)
+def test_numbers_that_are_not_ids_stay_readable(upstream):
+    assert mask_text(upstream) == upstream
+
+
+def test_a_document_is_masked_under_id_keys_and_in_every_text():
+    document = {
+        "ssn": 15108695088,
+        "data": {"nationalID": SWEDISH, "lastName": "Nordmann", "fnr": "unknown format 1"},
+        "people": [{"henkilötunnus": FINNISH}, f"note about {SWEDISH_LONG}"],
+        "ssnHash": "abc",
+        "count": 3,
+        "flag": True,
+    }
+    assert mask_document(document) == {
+        "ssn": "•" * 11,
+        "data": {"nationalID": "811218-••••", "lastName": "Nordmann", "fnr": "•" * 16},
+        "people": [{"henkilötunnus": "131052-••••"}, "note about 19811218••••"],
+        "ssnHash": "abc",
+        "count": 3,
+        "flag": True,
+    }
+    assert document["ssn"] == 15108695088, "the original is left as it was"
+
+
+def assert_no_full_id(page: str) -> None:
+    for number in FULL_FORMS:
+        assert number not in page, number
+
+
+# -- pages ---------------------------------------------------------------------------------------
+
+
+def hostile_service(flow_id: str) -> Flask:
+    """A Flow Service that puts national ids under every name and in its incident texts."""
+    app = Flask("hostile-service")
+    now = datetime.now(timezone.utc).isoformat()
+    detail = {
+        "flow": {
+            "flowId": flow_id,
+            "version": 2,
+            "status": "active",
+            "referenceId": "LA-7701",
+            "referenceName": f"Loan for {SWEDISH}",
+            "createdAt": now,
+            "updatedAt": now,
+            "hasIncidents": True,
+            "hasErrors": True,
+            "incidents": {
+                "i-1": {"message": f"Credit check for {NORWEGIAN} failed", "taskType": "credit-check"},
+                "i-2": {"message": f"Registry lookup of {FINNISH} timed out", "taskType": "registry"},
+            },
+            "data": {
+                "nationalId": NORWEGIAN,
+                "ssn": NORWEGIAN,
+                "nationalID": SWEDISH,
+                "lastName": "Nordmann",
+                "redirectUrl": "https://lender.example/done",
+                "organizationNumber": "912345678",
+            },
+            "applicant": {"personnummer": SWEDISH_LONG, "henkilötunnus": FINNISH, "fnr": int(NORWEGIAN)},
+            "notes": [f"customer {SWEDISH} called"],
+        }
+    }
+
+    @app.post("/realms/sandbox/protocol/openid-connect/token")
+    def token():
+        return {"access_token": "hostile-token", "token_type": "Bearer", "expires_in": 300}
+
+    @app.get("/api/applications/<wanted>")
+    def retrieve(wanted):
+        return detail if wanted == flow_id else ({"error": "not_found", "message": "no such flow"}, 404)
+
+    @app.get("/api/flows")
+    def list_flows():
+        item = {"id": flow_id, "nationalId": NORWEGIAN, "status": "Opened", "referenceId": "LA-7701", "createdAt": now}
+        return {"data": [item], "has_more": False}
+
+    return app
+
+
+def signed_in_to(app, role: str = "viewer"):
+    client = app.test_client()
+    assert sign_in(client, make_user_for(app, role)).status_code == 302
+    return client
+
+
+def test_a_viewer_never_sees_a_full_id_of_a_hostile_service(make_app, serve):
+    flow_id = str(uuid.uuid4())
+    app = make_app(sandbox_url=serve(hostile_service(flow_id)), WTF_CSRF_ENABLED=False)
+    viewer = signed_in_to(app)
+    pages = {path: viewer.get(path) for path in ("/flows", f"/flows/{flow_id}")}
+    for path, page in pages.items():
+        assert page.status_code == 200, path
+        assert_no_full_id(page.text)
+    detail = unescape(pages[f"/flows/{flow_id}"].text)
+    assert all(mask in detail for mask in SHOWN_MASKS)
+    assert "Credit check for 151086••••• failed" in detail and "Loan for 811218-••••" in detail
+    assert '"ssn": "151086•••••"' in detail and '"nationalID": "811218-••••"' in detail
+    assert "151086•••••" in pages["/flows"].text
+
+
+def test_the_flow_index_search_and_export_keep_only_the_mask(make_app, serve):
+    flow_id = str(uuid.uuid4())
+    app = make_app(sandbox_url=serve(hostile_service(flow_id)), WTF_CSRF_ENABLED=False)
+    viewer = signed_in_to(app)
+    assert viewer.get(f"/flows/{flow_id}").status_code == 200
+    assert app.extensions["flow_index"].flush(10), "the index writer did not finish"
+    with app.app_context():
+        assert db.session.scalar(db.select(FlowRecord.national_id_masked)) == "151086•••••"
+    search = viewer.get("/flows?archived=all&q=nordmann")
+    export = viewer.get("/flows/export.csv?archived=all")
+    assert search.status_code == 200 and flow_id in search.text and "151086•••••" in search.text
+    rows = list(csv.DictReader(io.StringIO(export.get_data(as_text=True))))
+    assert [row["national_id_masked"] for row in rows] == ["151086•••••"]
+    assert_no_full_id(search.text + export.get_data(as_text=True))
+
+
+def signed_delivery(app, payload: dict):
+    body = json.dumps(payload)
+    message_id, moment = f"msg_{uuid.uuid4().hex}", datetime.now(timezone.utc)
+    headers = {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(int(moment.timestamp())),
+        "webhook-signature": Webhook(DEMO_WEBHOOK_SECRET).sign(message_id, moment, body),
+        "content-type": "application/json",
+    }
+    answer = app.test_client().post("/webhooks/flow", data=body, headers=headers)
+    assert answer.status_code == 200, answer.text
+
+
+@pytest.fixture
+def app_with_hostile_event(make_app):
+    """A portal that received an event carrying national ids under several names, in text and as reference."""
+    app = make_app(WTF_CSRF_ENABLED=False)
+    data = {
+        "flowId": str(uuid.uuid4()),
+        "referenceId": SWEDISH,
+        "status": "Opened",
+        "ssn": NORWEGIAN,
+        "applicant": {"nationalID": SWEDISH_LONG, "Henkilötunnus": FINNISH, "personNumber": int("8112189876")},
+        "message": f"Consent by {NORWEGIAN} recorded",
+    }
+    payload = {"id": str(uuid.uuid4()), "type": "flow.status_changed", "timestamp": "2026-11-23T10:00:00Z"}
+    signed_delivery(app, payload | {"data": data})
+    return app
+
+
+def test_event_pages_and_the_events_csv_keep_ids_masked(app_with_hostile_event):
+    app = app_with_hostile_event
+    with app.app_context():
+        row = db.session.scalar(db.select(WebhookEvent.id))
+    viewer = signed_in_to(app)
+    detail, listing, export = (viewer.get(path) for path in (f"/events/{row}", "/events", "/events/export.csv"))
+    for page in (detail, listing, export):
+        assert page.status_code == 200
+        assert_no_full_id(page.get_data(as_text=True))
+    body = unescape(detail.text)
+    assert '"ssn": "151086•••••"' in body and '"nationalID": "19811218••••"' in body
+    assert '"Henkilötunnus": "131052-••••"' in body and "Consent by 151086••••• recorded" in body
+    assert "811218-••••" in listing.text
+    [exported] = csv.DictReader(io.StringIO(export.get_data(as_text=True)))
+    assert exported["reference_id"] == "811218-••••"
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_the_cli_events_export_masks_every_id(app_with_hostile_event, fmt):
+    result = app_with_hostile_event.test_cli_runner().invoke(args=["events", "export", "--format", fmt])
+    assert result.exit_code == 0, result.output
+    assert_no_full_id(result.output)
+    assert "151086•••••" in result.output and "19811218••••" in result.output and "131052-••••" in result.output
+    if fmt == "jsonl":
+        record = json.loads(result.output)
+        assert record["body"]["data"]["ssn"] == "151086•••••" and record["body"]["data"]["referenceId"] == "811218-••••"
+
+
+@pytest.mark.parametrize("number", [NORWEGIAN, SWEDISH, FINNISH])
+def test_the_sandbox_consent_page_shows_no_digit_of_the_id(sandbox, number):
+    flow_id = sandbox.create(national_id=number)["flowId"]
+    page = requests.get(f"{sandbox.url}/consent/{flow_id}", timeout=5).text
+    shown = re.search(r"<dt>National id</dt><dd>([^<]*)</dd>", page)[1]
+    assert not re.search(r"[0-9]", shown), shown
+    assert number[:6] not in page
+
+
+# -- the migration -------------------------------------------------------------------------------
+
+
+def test_the_migration_replaces_old_masks_with_the_birth_date_part(make_app, database_url):
+    from flask_migrate import downgrade, upgrade
+
+    app = make_app(database=database_url)
+    old_rows = [
+        ("no", date(1986, 10, 15), "••••••••088", "151086•••••"),
+        ("se", date(1981, 12, 18), "••••••••876", "811218-••••"),
+        ("se", date(1981, 12, 18), "•••••••••876", "19811218••••"),
+        ("se", date(1981, 12, 18), "•••••••876", "811218••••"),
+        ("fi", date(1952, 10, 13), "••••••••08T", "131052-••••"),
+        ("fi", date(2003, 2, 1), "••••••••008", "010203A••••"),
+        ("no", None, "••••••••123", "•" * 11),
+        (None, None, None, None),
+    ]
+    insert = text(
+        "INSERT INTO flow_index (flow_id, country, birth_date, national_id_masked, changed_at, change_source,"
+        " seen_at, stub) VALUES (:flow_id, :country, :born, :masked, :at, 'list', :at, false)"
+    ).bindparams(bindparam("at", type_=db.DateTime(timezone=True)), bindparam("born", type_=db.Date))
+    with app.app_context():
+        downgrade(revision="0003_flow_index")
+        for number, (country, born, masked, _) in enumerate(old_rows):
+            values = {"flow_id": f"old-{number}", "country": country, "born": born, "masked": masked}
+            db.session.execute(insert, values | {"at": datetime.now(timezone.utc)})
+        db.session.commit()
+        upgrade()
+        stored = dict(db.session.execute(db.select(FlowRecord.flow_id, FlowRecord.national_id_masked)).all())
+    assert stored == {f"old-{number}": row[3] for number, row in enumerate(old_rows)}

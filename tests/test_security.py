@@ -1,0 +1,488 @@
+"""Security hardening (issue 10): production secrets, sessions that end, throttling that holds,
+webhook endpoint abuse, and web hardening — each against the running portal where it lives there."""
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import re
+import subprocess
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import requests
+from standardwebhooks import Webhook
+from support import PASSWORD, portal_config, production_settings, sign_in
+
+from portal import create_app
+from portal.extensions import db
+from portal.models import AuditEntry, RejectedDelivery, RejectionTally, User, WebhookEvent
+from portal.production import SHIPPED_SECRETS
+from portal.settings import SettingsError, load_settings
+from portal.webhooks.store import prune_events
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "whsec_" + base64.b64encode(b"security-test-webhook-secret-0123").decode()
+
+
+def make_account(app, username="kari", role="viewer", password=PASSWORD) -> str:
+    with app.app_context():
+        user = User(username=username, role=role)
+        user.set_password(password)
+        db.session.add(user)
+        db.session.commit()
+    return username
+
+
+# -- secrets in production ----------------------------------------------------------------------
+
+
+def production(sandbox_url="http://127.0.0.1:9", **overrides) -> dict:
+    return portal_config(sandbox_url, "sqlite://", **production_settings(**overrides)) | {"TESTING": False}
+
+
+def refusal(**overrides) -> str:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(production(**overrides))
+    message = str(refused.value)
+    assert "\n" not in message
+    return message
+
+
+def test_production_starts_with_fresh_secrets():
+    assert load_settings(production()).environment == "production"
+
+
+def shipped_values() -> set[str]:
+    """Every value the repository assigns to a secret setting: .env.example, scripts, tests."""
+    pattern = re.compile(
+        r"""(PORTAL_SECRET_KEY|PORTAL_INDEX_KEY|FLOW_CLIENT_SECRET|FLOW_WEBHOOK_SECRETS)["']?\s*[=:]\s*["']?([^"'\s,#]+)"""
+    )
+    values = set()
+    for path in [ROOT / ".env.example", *ROOT.glob("scripts/*"), *ROOT.glob("tests/*.py"), *ROOT.glob("*.md")]:
+        if path.is_file():
+            values |= {match[1] for match in pattern.findall(path.read_text()) if "$" not in match[1]}
+    return values - {"", "..."}
+
+
+def test_every_secret_value_shipped_in_the_repository_is_refused():
+    found = shipped_values()
+    assert "demo-secret" in found  # the scan sees the files it is meant to
+    for value in found | SHIPPED_SECRETS:
+        if value.startswith("whsec"):
+            assert "FLOW_WEBHOOK_SECRETS" in refusal(FLOW_WEBHOOK_SECRETS=value), value
+        else:
+            assert "PORTAL_SECRET_KEY" in refusal(PORTAL_SECRET_KEY=value), value
+            assert "PORTAL_INDEX_KEY" in refusal(PORTAL_INDEX_KEY=value), value
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "named"),
+    [
+        ("PORTAL_SECRET_KEY", "a" * 16, "PORTAL_SECRET_KEY"),
+        ("PORTAL_SECRET_KEY", "a" * 200, "PORTAL_SECRET_KEY"),
+        ("PORTAL_SECRET_KEY", "0123456789abcdef" * 2, "PORTAL_SECRET_KEY"),
+        ("PORTAL_INDEX_KEY", "change-me-to-another-long-random-string", "PORTAL_INDEX_KEY"),
+        ("FLOW_WEBHOOK_SECRETS", "whsec_" + base64.b64encode(b"x").decode(), "FLOW_WEBHOOK_SECRETS"),
+        ("FLOW_WEBHOOK_SECRETS", "whsec_" + base64.b64encode(b"a" * 40).decode(), "FLOW_WEBHOOK_SECRETS"),
+        ("FLOW_CLIENT_ID", "demo-client", "FLOW_CLIENT_ID"),
+        ("FLOW_CLIENT_SECRET", "demo-secret", "FLOW_CLIENT_SECRET"),
+    ],
+)
+def test_weak_or_known_secrets_are_refused_in_production(setting, value, named):
+    assert named in refusal(**{setting: value})
+
+
+def test_a_one_character_hmac_secret_is_refused():
+    message = refusal(FLOW_WEBHOOK_SCHEME="hmac-sha256", FLOW_WEBHOOK_SECRETS="x")
+    assert "FLOW_WEBHOOK_SECRETS" in message and "24 random bytes" in message
+
+
+def test_several_workers_need_redis_in_production():
+    assert "PORTAL_REDIS_URL" in refusal(PORTAL_WORKERS="2")
+    assert load_settings(production(PORTAL_WORKERS="2", PORTAL_REDIS_URL="redis://127.0.0.1:6379/0"))
+
+
+def test_the_test_environment_keeps_the_demo_values():
+    assert load_settings(portal_config("http://127.0.0.1:9", "sqlite://")).client_id == "demo-client"
+
+
+def test_a_forged_cookie_signed_with_the_shipped_key_is_refused_at_start_up(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        create_app(production(PORTAL_SECRET_KEY="change-me-to-a-long-random-string"))
+    assert stopped.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "PORTAL_SECRET_KEY" in lines[0]
+
+
+def test_env_example_ships_no_usable_secret():
+    text = (ROOT / ".env.example").read_text()
+    for name in ("PORTAL_SECRET_KEY", "PORTAL_INDEX_KEY", "FLOW_CLIENT_SECRET", "FLOW_WEBHOOK_SECRETS"):
+        assigned = re.search(rf"^{name}=(.*)$", text, re.MULTILINE)
+        assert assigned is None or assigned[1].strip() == "", f"{name} has a value in .env.example"
+
+
+def test_env_is_read_from_the_working_directory_only(tmp_path):
+    (tmp_path / ".env").write_text("FLOW_CLIENT_SECRET=from-a-parent-directory\n")
+    working = tmp_path / "work"
+    working.mkdir()
+    script = (
+        "from portal import create_app\napp = create_app()\nprint(app.extensions['portal.settings'].client_secret)\n"
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "FLOW_API_URL": "http://127.0.0.1:9",
+        "FLOW_OIDC_URL": "http://127.0.0.1:9",
+        "FLOW_REALM": "sandbox",
+        "FLOW_CLIENT_ID": "demo-client",
+        "FLOW_SCOPES": "loan-application:create:no",
+        "PORTAL_SECRET_KEY": "x" * 40,
+        "PORTAL_INDEX_KEY": "y" * 40,
+        "PORTAL_DATABASE_URL": f"sqlite:///{tmp_path / 'p.db'}",
+    }
+    answer = subprocess.run([sys.executable, "-c", script], cwd=working, env=env, capture_output=True, text=True)
+    assert answer.returncode == 2 and "FLOW_CLIENT_SECRET is required" in answer.stderr
+    (working / ".env").write_text("FLOW_CLIENT_SECRET=from-the-working-directory\n")
+    answer = subprocess.run([sys.executable, "-c", script], cwd=working, env=env, capture_output=True, text=True)
+    assert answer.stdout.strip() == "from-the-working-directory", answer.stderr
+
+
+# -- sessions -----------------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1_800_000_000.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def clocked_app(make_app):
+    app = make_app(WTF_CSRF_ENABLED=False, PORTAL_SESSION_IDLE_MINUTES="30", PORTAL_SESSION_MAX_HOURS="10")
+    app.extensions["portal.clock"] = Clock()
+    make_account(app)
+    return app
+
+
+def test_a_cookie_copied_before_sign_out_no_longer_works(make_app, serve):
+    app = make_app(WTF_CSRF_ENABLED=False)
+    make_account(app)
+    url = serve(app)
+    browser = requests.Session()
+    assert (
+        browser.post(f"{url}/login", data={"username": "kari", "password": PASSWORD}, allow_redirects=False).status_code
+        == 302
+    )
+    copied = browser.cookies.get("flow_portal_session")
+    assert browser.get(f"{url}/flows", allow_redirects=False).status_code == 200
+    browser.post(f"{url}/logout", allow_redirects=False)
+    thief = requests.Session()
+    thief.cookies.set("flow_portal_session", copied)
+    answer = thief.get(f"{url}/flows", allow_redirects=False)
+    assert answer.status_code == 302 and "/login" in answer.headers["Location"]
+
+
+def test_an_idle_session_ends_after_the_idle_timeout(clocked_app):
+    client = clocked_app.test_client()
+    sign_in(client, "kari")
+    clock = clocked_app.extensions["portal.clock"]
+    for _ in range(4):  # active every 20 minutes: well past 30 minutes in all, never idle for 30
+        clock.now += 20 * 60
+        assert client.get("/flows").status_code == 200
+    clock.now += 31 * 60
+    answer = client.get("/flows")
+    assert answer.status_code == 302 and "/login" in answer.headers["Location"]
+    assert "without activity" in client.get(answer.headers["Location"]).text
+
+
+def test_a_session_ends_at_its_absolute_lifetime_however_active(clocked_app):
+    client = clocked_app.test_client()
+    sign_in(client, "kari")
+    clock = clocked_app.extensions["portal.clock"]
+    for _ in range(10 * 6 - 1):  # every 10 minutes for just under 10 hours
+        clock.now += 10 * 60
+        assert client.get("/flows").status_code == 200
+    clock.now += 11 * 60
+    answer = client.get("/flows", follow_redirects=True)
+    assert "time limit" in answer.text and "Sign in" in answer.text
+
+
+def test_sign_in_rotates_the_session_and_the_csrf_token(make_app):
+    app = make_app()
+    make_account(app)
+    client = app.test_client()
+    before = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', client.get("/login").text)[1]
+    answer = client.post("/login", data={"username": "kari", "password": PASSWORD, "csrf_token": before})
+    assert answer.status_code == 302
+    page = client.get("/flows").text
+    after = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', page)[1]
+    assert after != before
+    refused = client.post("/logout", data={"csrf_token": before}, follow_redirects=True)
+    assert client.get("/flows").status_code == 200, "the token from before sign-in signs nobody out"
+    del refused
+
+
+def test_a_password_change_ends_the_sessions_it_opened(make_app):
+    app = make_app(WTF_CSRF_ENABLED=False)
+    make_account(app)
+    client = app.test_client()
+    sign_in(client, "kari")
+    with app.app_context():
+        user = db.session.query(User).filter_by(username="kari").one()
+        user.set_password("another-password-123")
+        db.session.commit()
+    assert client.get("/flows").status_code == 302
+
+
+def test_signing_out_ends_every_session_of_the_account(make_app):
+    app = make_app(WTF_CSRF_ENABLED=False)
+    make_account(app)
+    office, laptop = app.test_client(), app.test_client()
+    sign_in(office, "kari")
+    sign_in(laptop, "kari")
+    office.post("/logout")
+    assert laptop.get("/flows").status_code == 302
+    with app.app_context():
+        actions = [entry.action for entry in db.session.query(AuditEntry).order_by(AuditEntry.id)]
+    assert actions == ["sign_in", "sign_in", "sign_out"]
+
+
+# -- throttling -------------------------------------------------------------------------------------
+
+
+def test_attempts_are_counted_per_account_across_addresses(make_app):
+    app = make_app(WTF_CSRF_ENABLED=False, RATELIMIT_ENABLED=True)
+    make_account(app)
+    answers = []
+    for number in range(6):
+        client = app.test_client()
+        client.environ_base["REMOTE_ADDR"] = f"198.51.100.{number}"
+        answers.append(sign_in(client, "KARI", password="guess").status_code)
+    assert answers == [200] * 5 + [429]
+    client = app.test_client()
+    answer = sign_in(client, "kari")
+    assert answer.status_code == 429 and "Retry-After" in answer.headers, "the right password waits too"
+
+
+def test_attempts_are_counted_per_address_across_accounts(make_app):
+    app = make_app(WTF_CSRF_ENABLED=False, RATELIMIT_ENABLED=True)
+    client = app.test_client()
+    answers = [sign_in(client, f"name-{number}", password="guess").status_code for number in range(31)]
+    assert answers == [200] * 30 + [429]
+
+
+def test_failures_are_audited(make_app):
+    app = make_app(WTF_CSRF_ENABLED=False, RATELIMIT_ENABLED=True)
+    make_account(app)
+    client = app.test_client()
+    for _ in range(6):
+        sign_in(client, "kari", password="guess")
+    with app.app_context():
+        actions = [entry.action for entry in db.session.query(AuditEntry).order_by(AuditEntry.id)]
+    assert actions == ["sign_in_failed"] * 5 + ["sign_in_throttled"]
+
+
+def test_an_unreachable_redis_fails_closed_with_a_clear_page(make_app, caplog):
+    app = make_app(WTF_CSRF_ENABLED=False, RATELIMIT_ENABLED=True, PORTAL_REDIS_URL="redis://127.0.0.1:9/0")
+    make_account(app)
+    logging.getLogger("portal.throttle").addHandler(caplog.handler)  # the migrations' fileConfig replaced root's
+    answer = sign_in(app.test_client(), "kari")
+    logging.getLogger("portal.throttle").removeHandler(caplog.handler)
+    assert answer.status_code == 503 and "rate-limit store" in answer.text
+    assert any("throttling store is unreachable" in record.getMessage() for record in caplog.records)
+
+
+def test_thirty_parallel_guesses_on_two_gunicorn_workers_process_at_most_the_limit(sandbox, redis_url, tmp_path):
+    from benchmarks.servers import gunicorn
+
+    database = f"sqlite:///{tmp_path / 'portal.db'}"
+    config = portal_config(
+        sandbox.url, database, PORTAL_REDIS_URL=redis_url, PORTAL_REDIS_PREFIX=f"t-{uuid.uuid4().hex}"
+    )
+    config = {
+        key: str(value)
+        for key, value in config.items()
+        if key.isupper() and key not in ("TESTING", "RATELIMIT_ENABLED")
+    }
+    app = create_app({**config, "TESTING": True})
+    from support import migrated
+
+    migrated(app)
+    make_account(app)
+    with gunicorn("wsgi:app", config, workers=2) as url:
+
+        def guess(_):
+            browser = requests.Session()
+            page = browser.get(f"{url}/login", timeout=30).text
+            token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', page)[1]
+            data = {"username": "kari", "password": "guess", "csrf_token": token}
+            return browser.post(f"{url}/login", data=data, timeout=30).status_code
+
+        with ThreadPoolExecutor(30) as pool:
+            statuses = list(pool.map(guess, range(30)))
+    assert statuses.count(200) <= 5 and statuses.count(429) >= 25, statuses
+
+
+# -- the webhook endpoint under abuse ----------------------------------------------------------------
+
+
+@pytest.fixture
+def hook_app(make_app):
+    return make_app(
+        FLOW_WEBHOOK_SECRETS=SECRET, FLOW_WEBHOOK_MAX_BYTES="4096", RATELIMIT_ENABLED=True, WTF_CSRF_ENABLED=False
+    )
+
+
+def signed(body: bytes) -> dict:
+    message_id = f"msg_{uuid.uuid4().hex}"
+    moment = datetime.now(timezone.utc)
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(int(moment.timestamp())),
+        "webhook-signature": Webhook(SECRET).sign(message_id, moment, body.decode()),
+        "content-type": "application/json",
+    }
+
+
+def test_a_flood_of_junk_cannot_evict_the_evidence(hook_app, caplog):
+    logging.getLogger("portal").addHandler(caplog.handler)  # the migrations' fileConfig replaced root's
+    service = hook_app.test_client()
+    service.environ_base["REMOTE_ADDR"] = "192.0.2.10"
+    body = b'{"type": "flow.status_changed"}'
+    wrong = signed(body) | {"webhook-signature": "v1," + base64.b64encode(b"0" * 32).decode()}
+    assert service.post("/webhooks/flow", data=body, headers=wrong).status_code == 401
+    attacker = hook_app.test_client()
+    attacker.environ_base["REMOTE_ADDR"] = "203.0.113.66"
+    statuses = [attacker.post("/webhooks/flow", data=b"junk").status_code for _ in range(5000)]
+    assert statuses.count(401) == 20 and statuses.count(429) == 4980
+    with hook_app.app_context():
+        samples = db.session.query(RejectedDelivery).all()
+        tallies = {(row.kind, row.source_ip): row.count for row in db.session.query(RejectionTally)}
+    assert [row.source_ip for row in samples].count("192.0.2.10") == 1, "the service's rejection is still there"
+    assert [row.source_ip for row in samples].count("203.0.113.66") == 20
+    assert tallies == {("signature", "192.0.2.10"): 1, ("missing_header", "203.0.113.66"): 5000}
+    logging.getLogger("portal").removeHandler(caplog.handler)
+    logged = [record for record in caplog.records if "webhook rejected" in record.getMessage()]
+    assert len({id(record) for record in logged}) == 21
+
+
+def test_the_rejected_page_shows_the_counts(hook_app, make_user):
+    junk = hook_app.test_client()
+    for _ in range(3):
+        junk.post("/webhooks/flow", data=b"junk")
+    admin = hook_app.test_client()
+    with hook_app.app_context():
+        user = User(username="boss", role="admin")
+        user.set_password(PASSWORD)
+        db.session.add(user)
+        db.session.commit()
+    sign_in(admin, "boss")
+    page = admin.get("/admin/rejected").text
+    assert "missing_header" in page and ">3<" in page
+
+
+def test_a_chunked_body_over_the_limit_is_a_413(hook_app, serve):
+    url = serve(hook_app) + "/webhooks/flow"
+
+    def chunks():
+        for _ in range(10):
+            yield b"x" * 1000
+
+    answer = requests.post(url, data=chunks(), headers={"content-type": "application/json"}, timeout=10)
+    assert answer.status_code == 413
+
+
+def hmac_app(make_app):
+    return make_app(FLOW_WEBHOOK_SCHEME="hmac-sha256", FLOW_WEBHOOK_SECRETS="hmac-secret-for-the-tests-0123456789")
+
+
+def hmac_delivery(client, payload: dict):
+    body = json.dumps(payload).encode()
+    signature = hmac.new(b"hmac-secret-for-the-tests-0123456789", body, hashlib.sha256).hexdigest()
+    return client.post(
+        "/webhooks/flow", data=body, headers={"X-Flow-Signature": signature, "content-type": "application/json"}
+    )
+
+
+def test_an_hmac_event_replayed_after_pruning_stays_a_duplicate(make_app):
+    app = hmac_app(make_app)
+    client = app.test_client()
+    payload = {"id": "evt-1", "type": "flow.status_changed", "timestamp": datetime.now(timezone.utc).isoformat()}
+    assert hmac_delivery(client, payload).get_json()["status"] == "stored"
+    with app.app_context():
+        assert prune_events(datetime.now(timezone.utc) + timedelta(seconds=1)) == 1
+    replay = hmac_delivery(client, payload)
+    assert replay.status_code == 200 and replay.get_json()["status"] == "duplicate"
+    with app.app_context():
+        assert db.session.query(WebhookEvent).count() == 0
+
+
+def test_an_hmac_event_older_than_the_retention_window_is_refused(make_app):
+    app = hmac_app(make_app)
+    old = (datetime.now(timezone.utc) - timedelta(days=91)).isoformat()
+    answer = hmac_delivery(app.test_client(), {"id": "evt-old", "type": "flow.status_changed", "timestamp": old})
+    assert answer.status_code == 400
+    with app.app_context():
+        assert db.session.query(WebhookEvent).count() == 0
+        assert db.session.query(RejectionTally).one().kind == "stale_event"
+
+
+# -- web hardening --------------------------------------------------------------------------------
+
+
+def test_a_foreign_host_header_is_refused(client):
+    assert client.get("/login", headers={"Host": "evil.example"}).status_code == 400
+    assert client.get("/healthz", headers={"Host": "127.0.0.1:5000"}).status_code == 200
+
+
+def test_redirects_never_carry_the_host_header(make_app, serve):
+    app = make_app(PORTAL_TRUSTED_HOSTS="portal.example")
+    url = serve(app)
+    answer = requests.get(f"{url}/flows", headers={"Host": "portal.example"}, allow_redirects=False, timeout=5)
+    assert answer.status_code == 302 and "evil" not in answer.headers["Location"]
+    assert requests.get(f"{url}/flows", headers={"Host": "evil.example"}, timeout=5).status_code == 400
+
+
+def test_https_deployments_send_hsts_and_every_page_a_permissions_policy(make_app):
+    plain = make_app().test_client().get("/login")
+    assert "Strict-Transport-Security" not in plain.headers and "camera=()" in plain.headers["Permissions-Policy"]
+    app = make_app(PORTAL_PUBLIC_URL="https://portal.example", PORTAL_TRUSTED_HOSTS="portal.example")
+    answer = app.test_client().get("/login", base_url="https://portal.example")
+    assert answer.headers["Strict-Transport-Security"].startswith("max-age=31536000")
+
+
+@pytest.mark.parametrize("target", ["/flows\r\nSet-Cookie: x=1", "/flows\x00", "/\x7f", "/x\u2028y"])
+def test_control_characters_in_next_never_reach_a_header(make_app, target):
+    app = make_app(WTF_CSRF_ENABLED=False)
+    make_account(app)
+    client = app.test_client()
+    answer = sign_in(client, "kari", next_url=target)
+    assert answer.status_code == 302 and answer.headers["Location"] == "/flows"
+    assert client.get("/login?next=" + target.replace("\r\n", "%0d%0a")).headers["Location"] == "/flows"
+
+
+def test_an_encoded_line_break_in_next_stays_encoded(make_app):
+    app = make_app(WTF_CSRF_ENABLED=False)
+    make_account(app)
+    answer = sign_in(app.test_client(), "kari", next_url="/%0d%0aX: y")
+    assert (
+        answer.status_code == 302 and "\r" not in answer.headers["Location"] and "\n" not in answer.headers["Location"]
+    )
+
+
+def test_database_errors_never_carry_the_values(make_app, caplog):
+    app = make_app()
+    with app.app_context():
+        assert db.engine.hide_parameters
+        db.session.add(User(username="dup", role="viewer"))
+        db.session.add(User(username="dup", role="viewer"))
+        with pytest.raises(Exception) as failed:
+            db.session.commit()
+        assert "dup" not in str(failed.value) and "hidden" in str(failed.value)
