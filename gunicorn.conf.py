@@ -86,6 +86,17 @@ errorlog = "-"
 access_log_format = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms'
 
 
+def on_starting(server):
+    """Refuse to start at all (one line naming the setting, exit status 2) with settings every worker would refuse.
+
+    Checked here, in the arbiter, because a worker that exits with anything but 3 is simply started again.
+    """
+    os.environ["PORTAL_WORKERS"] = str(server.num_workers)
+    from portal import check_settings
+
+    check_settings()
+
+
 def pre_fork(server, worker):
     """Tell the app how many workers share it: in production more than one requires Redis (PORTAL_WORKERS)."""
     os.environ["PORTAL_WORKERS"] = str(server.num_workers)  # the final count, after any --workers on the command line

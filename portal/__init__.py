@@ -36,16 +36,21 @@ def create_app(config: Mapping | None = None) -> Flask:
     return app
 
 
-def _load_settings(app: Flask, config: Mapping | None) -> Settings:
+def check_settings(config: Mapping | None = None, instance_path: str = "instance") -> Settings:
+    """The settings, or one line on stderr naming what is wrong and exit status 2 (gunicorn.conf.py calls it)."""
     if config is None:
         # The working directory's .env only (never a parent's: a stray file there could redirect a secret),
         # never overriding the environment.
         load_dotenv(Path.cwd() / ".env")
     try:
-        return load_settings(config, instance_path=app.instance_path, testing=bool(config and config.get("TESTING")))
+        return load_settings(config, instance_path=instance_path, testing=bool(config and config.get("TESTING")))
     except SettingsError as error:
         print(f"portal: configuration error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _load_settings(app: Flask, config: Mapping | None) -> Settings:
+    return check_settings(config, app.instance_path)
 
 
 def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:

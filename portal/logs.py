@@ -20,7 +20,7 @@ from .masking import mask_text
 
 # What every LogRecord has; any other attribute came as `extra=` and is written as a field of its own.
 _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
-_WERKZEUG_REQUEST_LINE = '"%s" %s %s'  # werkzeug's own per-request line, with the query string
+_WERKZEUG_REQUEST_LINE = '] "%s" %s %s'  # how werkzeug's own per-request line ends; it holds the query string
 
 access_log = logging.getLogger("portal.access")
 
@@ -59,6 +59,7 @@ class GunicornAccessFormatter(JsonFormatter):
             "method": method,
             "path": path,
             "status": int(status) if str(status).isdigit() else status,
+            "bytes": atoms.get("B"),
             "duration_ms": round(atoms.get("D", 0) / 1000, 1),
             "remote_addr": atoms.get("h"),
             "request_id": atoms.get("{x-request-id}o"),  # the portal's answer carries it
@@ -100,7 +101,7 @@ def configure_logging(app: Flask, level: str) -> None:
 
 def _not_a_request_line(record: logging.LogRecord) -> bool:
     """The development server's own request line carries the query string; the portal's access line replaces it."""
-    return record.msg != _WERKZEUG_REQUEST_LINE
+    return not (isinstance(record.msg, str) and record.msg.endswith(_WERKZEUG_REQUEST_LINE))
 
 
 def gunicorn_logconfig_dict() -> dict:

@@ -99,19 +99,17 @@ def is_national_id_key(key) -> bool:
     """Whether a JSON key names a national id: "nationalID", "ssn", "henkilötunnus", "applicant_ssn"…"""
     if not isinstance(key, str):
         return False
-    compact = "".join(_ascii_words(key)).lower()
-    if compact in _ID_KEY_NAMES or compact in _SHORT_ID_KEY_NAMES:
-        return True
+    words = _ascii_words(key)
+    compact = "".join(words).lower()
     if any(compact.endswith(name) for name in _ID_KEY_NAMES):
         return True
-    words = _ascii_words(key)
     return bool(words) and words[-1].lower() in _SHORT_ID_KEY_NAMES
 
 
 def mask_document(document):
-    """A copy of a JSON document with national ids masked: under id keys, and id-shaped in any text."""
+    """A copy of a JSON document with national ids masked: under id keys, and id-shaped in any text or key."""
     if isinstance(document, dict):
-        return {key: _mask_entry(key, value) for key, value in document.items()}
+        return {mask_text(key): _mask_entry(key, value) for key, value in document.items()}
     if isinstance(document, list):
         return [mask_document(item) for item in document]
     return mask_text(document)

@@ -14,22 +14,13 @@ from collections.abc import Iterable
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from .webhooks.schemes import REJECTION_KINDS
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 WEBHOOK_OUTCOMES = ("stored", "duplicate", "rejected")
-# Why a delivery was rejected; anything else is counted as "other".
-WEBHOOK_REASONS = (
-    "signature",
-    "stale_timestamp",
-    "no_secret",
-    "too_large",
-    "content_type",
-    "malformed",
-    "too_deep",
-    "not_object",
-    "rate_limited",
-    "other",
-)
+# Why a delivery was rejected (the kinds rejections are tallied by), or that its address sent too many.
+WEBHOOK_REASONS = (*REJECTION_KINDS, "rate_limited", "other")
 NO_REASON = "none"  # the reason label of stored and duplicate deliveries
 
 REQUESTS = Counter("portal_http_requests_total", "Requests served, by endpoint and status.", ["endpoint", "status"])

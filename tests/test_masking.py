@@ -240,6 +240,7 @@ def test_a_document_is_masked_under_id_keys_and_in_every_text():
         "ssnHash": "abc",
         "count": 3,
         "flag": True,
+        NORWEGIAN: "an id as a key",
     }
     assert mask_document(document) == {
         "ssn": "•" * 11,
@@ -248,6 +249,7 @@ def test_a_document_is_masked_under_id_keys_and_in_every_text():
         "ssnHash": "abc",
         "count": 3,
         "flag": True,
+        "151086•••••": "an id as a key",
     }
     assert document["ssn"] == 15108695088, "the original is left as it was"
 

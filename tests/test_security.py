@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 from standardwebhooks import Webhook
-from support import PASSWORD, portal_config, production_settings, sign_in
+from support import PASSWORD, create_form, portal_config, production_settings, sign_in
 
 from portal import create_app
 from portal.extensions import db
@@ -351,6 +352,17 @@ def signed(body: bytes) -> dict:
     }
 
 
+def rejected_deliveries(app) -> dict[str, float]:
+    """The portal's own count of rejected deliveries by reason, scraped from /metrics."""
+    text = app.test_client().get("/metrics").text
+    counts = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "portal_webhook_deliveries_total" and sample.labels["outcome"] == "rejected":
+                counts[sample.labels["reason"]] = sample.value
+    return counts
+
+
 def test_a_flood_of_junk_cannot_evict_the_evidence(hook_app, caplog):
     logging.getLogger("portal").addHandler(caplog.handler)  # the migrations' fileConfig replaced root's
     service = hook_app.test_client()
@@ -360,8 +372,12 @@ def test_a_flood_of_junk_cannot_evict_the_evidence(hook_app, caplog):
     assert service.post("/webhooks/flow", data=body, headers=wrong).status_code == 401
     attacker = hook_app.test_client()
     attacker.environ_base["REMOTE_ADDR"] = "203.0.113.66"
+    before = rejected_deliveries(hook_app)
     statuses = [attacker.post("/webhooks/flow", data=b"junk").status_code for _ in range(5000)]
     assert statuses.count(401) == 20 and statuses.count(429) == 4980
+    after = rejected_deliveries(hook_app)
+    assert after["missing_header"] - before["missing_header"] == 20
+    assert after["rate_limited"] - before["rate_limited"] == 4980
     with hook_app.app_context():
         samples = db.session.query(RejectedDelivery).all()
         tallies = {(row.kind, row.source_ip): row.count for row in db.session.query(RejectionTally)}
@@ -486,3 +502,14 @@ def test_database_errors_never_carry_the_values(make_app, caplog):
         with pytest.raises(Exception) as failed:
             db.session.commit()
         assert "dup" not in str(failed.value) and "hidden" in str(failed.value)
+
+
+def test_a_created_flow_is_an_audit_row_without_the_full_id(signed_in, app):
+    operator = signed_in("operator")
+    answer = create_form(operator)
+    assert answer.status_code == 302
+    flow_id = answer.headers["Location"].rsplit("/", 1)[1]
+    with app.app_context():
+        entry = db.session.query(AuditEntry).filter_by(action="create_flow").one()
+    assert entry.username == "operator-user" and entry.target.startswith(flow_id)
+    assert "15108695088" not in entry.target and "151086" in entry.target

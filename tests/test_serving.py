@@ -23,7 +23,7 @@ import requests
 import yaml
 from gunicorn.app.base import Application
 from gunicorn.config import Config
-from support import portal_config
+from support import portal_config, production_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "gunicorn.conf.py"
@@ -391,3 +391,34 @@ def test_the_proxy_sample_keeps_metrics_private_and_queries_out_of_its_log():
     log_format = re.search(r"log_format portal (.*?);", text, re.S)[1]
     for variable in ("$request ", "$request_uri", "$args", "$query_string", "$http_"):
         assert variable not in log_format
+
+
+def test_production_settings_every_worker_would_refuse_stop_gunicorn_itself(tmp_path):
+    """Refused in the arbiter, with one line and status 2: a worker that exits is otherwise just restarted."""
+    app_folder = tmp_path / "app"
+    app_folder.mkdir()
+    for name in IMAGE_FILES:
+        (app_folder / name).symlink_to(ROOT / name)
+    config = portal_config("http://127.0.0.1:9", f"sqlite:///{tmp_path / 'portal.db'}", **production_settings())
+    outside = ("FLOW_", "PORTAL_", "PROMETHEUS_", *SERVING_VARIABLES)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(outside)}
+    env |= {key: value for key, value in config.items() if isinstance(value, str) and key != "TESTING"}
+    env |= {
+        "WEB_CONCURRENCY": "2",
+        "PORTAL_BIND": f"127.0.0.1:{free_port()}",
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
+    }
+    finished = subprocess.run(
+        [sys.executable, "-m", *production_command()],
+        cwd=app_folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert finished.returncode == 2
+    refusals = [line for line in finished.stderr.splitlines() if "configuration error" in line]
+    assert refusals == [
+        "portal: configuration error: PORTAL_REDIS_URL is required with 2 workers (PORTAL_WORKERS): "
+        "sign-in throttling must be shared by every worker"
+    ]

@@ -504,5 +504,6 @@ def test_the_audit_log_pages_newest_first(app, signed_in):
     first = admin.get("/admin/audit")
     assert first.text.count("<tr>") == 51 and "flow-59" in first.text and "flow-09" not in first.text
     older = admin.get(links(first, "next"))
-    assert older.text.count("<tr>") == 12 and "sign_in" in older.text and "flow-09" in older.text and "flow-10" not in older.text
+    assert older.text.count("<tr>") == 12 and "sign_in" in older.text
+    assert "flow-09" in older.text and "flow-10" not in older.text
     assert links(older, "next") is None and "⇤ Newest" in older.text

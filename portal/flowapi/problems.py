@@ -83,5 +83,6 @@ def _field_name(item: dict) -> str:
     for candidate in (*(item.get(key) for key in FIELD_KEYS), source.get("pointer"), source.get("parameter")):
         if isinstance(candidate, str) and candidate:
             # "/data/attributes/lastName", "body.lastName", "lastName" all name lastName
-            return re.split(r"[/.]", candidate.strip("/"))[-1][:60]
+            name = re.split(r"[/.]", candidate.strip("/"))[-1]
+            return "".join(character for character in name if character.isprintable())[:60]  # no CR/LF
     return ""

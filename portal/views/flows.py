@@ -278,7 +278,13 @@ def _create(form: CreateFlowForm):
     except FlowApiError as error:
         return _not_confirmed(form, error)
     saw_created(created, form.national_id.data, form.country.data, form.last_name.data.strip(), current_user.username)
+    _audit_create(form, created)
     return _created(form.submission.data, created)
+
+
+def _audit_create(form: CreateFlowForm, created) -> None:
+    person = mask_national_id(form.national_id.data)
+    record_audit(current_user.username, "create_flow", f"{created.flow_id or created.reference_id} ({person})")
 
 
 def _created(token: str, created):

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from flask import Blueprint, current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from .. import metrics
 from ..extensions import csrf
 from ..flowindex.feed import saw_event
 from ..throttle import REJECTED_DELIVERIES_PER_ADDRESS, ThrottleUnavailable, client_address, throttle
@@ -41,7 +42,9 @@ def _reject(status: int, public: str, kind: str, reason: str, body_head: bytes =
     try:
         verdict = throttle().attempt("webhook-rejected", REJECTED_DELIVERIES_PER_ADDRESS, address)
     except ThrottleUnavailable:
+        metrics.count_webhook("rejected", kind)
         return _answer(status, {"error": public})  # counted above; no sample while the limit cannot be checked
+    metrics.count_webhook("rejected", kind if verdict.allowed else "rate_limited")
     if not verdict.allowed:
         # Counted, but neither kept nor logged: a flood cannot push out evidence or fill the log.
         response = _answer(429, {"error": "too many rejected deliveries"})
@@ -106,7 +109,9 @@ def receive():
     settings = current_app.extensions["portal.settings"]
     body = _read_body(settings.webhook_max_bytes)  # raw bytes: re-serialised JSON would not match the signature
     if body is None:
-        return _reject(413, "payload too large", "too_large", f"body is over the limit of {settings.webhook_max_bytes} bytes")
+        return _reject(
+            413, "payload too large", "too_large", f"body is over the limit of {settings.webhook_max_bytes} bytes"
+        )
     try:
         verified = verify_delivery(
             body,
@@ -134,6 +139,7 @@ def receive():
     given_ids = [verified.message_id, request.headers.get(settings.webhook_id_header), fields.event_id]
     event_id = event_id_for(given_ids, body)
     if was_pruned(event_id):
+        metrics.count_webhook("duplicate")
         return _answer(200, {"status": "duplicate", "id": event_id})  # stored once, removed by retention
     if verified.scheme == "hmac-sha256" and _too_old(settings, fields.timestamp):
         # hmac-sha256 signs no time: an old event may be a replay of one whose id is long forgotten.
@@ -147,6 +153,7 @@ def receive():
     stored = record_event(verified, event_id, fields, body, _kept_headers(settings), client_address())
     if stored:
         saw_event(fields, payload)
+    metrics.count_webhook("stored" if stored else "duplicate")
     return _answer(200, {"status": "stored" if stored else "duplicate", "id": event_id})
 
 
