@@ -94,7 +94,11 @@ def on_starting(server):
     os.environ["PORTAL_WORKERS"] = str(server.num_workers)
     from portal import check_settings
 
-    check_settings()
+    try:
+        check_settings()
+    except SystemExit:
+        on_exit(server)  # gunicorn runs no exit hook for a start that never happened
+        raise
 
 
 def pre_fork(server, worker):

@@ -1,12 +1,14 @@
 """Flow Portal: the back-office portal for lenders that use the Flow Service."""
 
+import os
 import sys
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
-from dotenv import load_dotenv
+from dotenv import find_dotenv, load_dotenv
 from flask import Flask
+from flask.helpers import get_load_dotenv
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import auth_setup, cli, database, errors, i18n, logs, presentation, security, throttle
@@ -38,15 +40,29 @@ def create_app(config: Mapping | None = None) -> Flask:
 
 def check_settings(config: Mapping | None = None, instance_path: str = "instance") -> Settings:
     """The settings, or one line on stderr naming what is wrong and exit status 2 (gunicorn.conf.py calls it)."""
-    if config is None:
-        # The working directory's .env only (never a parent's: a stray file there could redirect a secret),
-        # never overriding the environment.
-        load_dotenv(Path.cwd() / ".env")
     try:
+        if config is None:
+            # The working directory's .env only (never a parent's: a stray file there could redirect a secret),
+            # never overriding the environment.
+            _refuse_a_parent_dotenv()
+            load_dotenv(Path.cwd() / ".env")
         return load_settings(config, instance_path=instance_path, testing=bool(config and config.get("TESTING")))
     except SettingsError as error:
         print(f"portal: configuration error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _refuse_a_parent_dotenv() -> None:
+    """The `flask` command has already read .env and .flaskenv from the nearest directory above that has one."""
+    if os.environ.get("FLASK_RUN_FROM_CLI") != "true" or not get_load_dotenv():
+        return
+    for name in (".flaskenv", ".env"):
+        found = find_dotenv(name, usecwd=True)
+        if found and Path(found).parent != Path.cwd():
+            raise SettingsError(
+                f"the flask command read {found}, above the working directory; move it into the working "
+                "directory or remove it (a stray file there could redirect a secret)"
+            )
 
 
 def _load_settings(app: Flask, config: Mapping | None) -> Settings:
@@ -70,9 +86,9 @@ def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:
         TRUSTED_HOSTS=list(settings.trusted_hosts),  # any other Host header is a 400, never echoed in a link
     )
     app.config.update({key: overrides[key] for key in FLASK_KEYS if key in overrides})
-    app.wsgi_app = security.TrustedHosts(
-        app.wsgi_app, settings.trusted_hosts
-    )  # inside ProxyFix: sees the client's host
+    # Inside ProxyFix, so it sees the client's host.
+    headers = security.security_headers(settings.public_url.startswith("https://"))
+    app.wsgi_app = security.TrustedHosts(app.wsgi_app, settings.trusted_hosts, headers)
     if settings.trusted_proxies:
         # Behind N reverse proxies: the client address (audit log, throttling) and https come from them.
         hops = settings.trusted_proxies

@@ -13,6 +13,7 @@ from sqlalchemy import and_, func, or_, select
 from .audit import record_audit
 from .extensions import db
 from .models import ROLES, User
+from .throttle import unlock_account
 
 USERNAME = re.compile(r"[A-Za-z0-9._@-]{1,80}")
 MIN_PASSWORD = 10
@@ -89,6 +90,12 @@ def sign_out_everywhere(user: User, *, actor: str) -> None:
     _lock(user)
     user.end_sessions()
     _save(actor, "account.sign_out_everywhere", user.username)
+
+
+def unlock_sign_in(user: User, *, actor: str) -> None:
+    """Clear the account's sign-in count (from every address together), spent by someone guessing."""
+    unlock_account(user.username)
+    _save(actor, "account.unlock", user.username)
 
 
 def _check_role(role: str) -> None:

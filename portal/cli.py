@@ -27,6 +27,7 @@ from .accounts import (
     find_account,
     set_disabled,
     sign_out_everywhere,
+    unlock_sign_in,
 )
 from .audit import EXPORT_FORMATS, AuditFilter, export_audit
 from .csvexport import csv_chunks
@@ -138,6 +139,14 @@ def set_user_password(username: str, password: str):
     """Give an account a new password; its sessions end at their next request."""
     _apply(change_password, _user(username), password)
     click.echo(f"new password set for {username}")
+
+
+@users.command("unlock")
+@click.argument("username")
+def unlock_user(username: str):
+    """Let USERNAME sign in again at once after too many failed attempts from anywhere."""
+    _apply(unlock_sign_in, _user(username))
+    click.echo(f"{username} may sign in again")
 
 
 @users.command("sign-out")

@@ -223,3 +223,19 @@ class AuditFilterForm(FlaskForm):
     def validate_until(self, field) -> None:
         if field.data and self.since.data and field.data < self.since.data:
             raise ValidationError(_("The end of the date range is before its start."))
+
+
+class RejectedFilterForm(FlaskForm):
+    """Which refused deliveries to show: one reason, one sending address (a GET form)."""
+
+    class Meta:
+        csrf = False  # a GET filter changes nothing
+
+    kind = SelectField(_l("Reason"), default="")
+    source = StringField(
+        _l("From address"), validators=[Optional(), Length(max=64), printable], render_kw={"spellcheck": "false"}
+    )
+
+    def __init__(self, kinds: tuple[str, ...], **kwargs):
+        super().__init__(**kwargs)
+        self.kind.choices = [ANY, *((kind, kind) for kind in kinds)]

@@ -8,6 +8,8 @@ so the mask tells a reader no more than the birth date does. Pure functions, no 
 import re
 import unicodedata
 
+from stdnum.fi import hetu
+from stdnum.no import fodselsnummer
 from stdnum.se import personnummer
 
 MASK = "•"
@@ -26,9 +28,10 @@ _ID_SHAPES = tuple(
     )
 )
 
-# Ids inside free text. Runs glued to letters or digits are left alone (hashes, UUIDs). A separator form and
-# 11 digits (also as DDMMYY NNNNN) are always masked; a bare 10 or 12 digit run only when it is a valid
-# personnummer, so that timestamps and amounts stay readable.
+# Ids inside free text. Standing alone (not glued to letters or digits), a separator form and 11 digits (also
+# as DDMMYY NNNNN or DDMMYY-NNNNN) are always masked; a bare 10 or 12 digit run only when it is a valid
+# personnummer, so that timestamps and amounts stay readable. Glued to letters ("NO15108695088",
+# "ref-811218-9876") an id is masked when it is a valid one, so hashes and UUIDs keep their digits.
 _NOT_AFTER = r"(?<![0-9A-Za-z-])"
 _NOT_BEFORE = r"(?![0-9A-Za-z-])"
 _SEPARATED_IN_TEXT = re.compile(
@@ -36,11 +39,16 @@ _SEPARATED_IN_TEXT = re.compile(
     re.ASCII | re.IGNORECASE,
 )
 _NORWEGIAN_IN_TEXT = re.compile(
-    r"(?<![0-9A-Za-z])(?P<date>[0-9]{6})(?P<sep> ?)(?P<rest>[0-9]{5})(?![0-9A-Za-z])", re.ASCII
+    r"(?<![0-9A-Za-z])(?P<date>[0-9]{6})(?P<sep>[ -]?)(?P<rest>[0-9]{5})(?![0-9A-Za-z])", re.ASCII
 )
 _SWEDISH_DIGITS_IN_TEXT = re.compile(
     _NOT_AFTER + r"(?P<date>[0-9]{6}|[0-9]{8})(?P<sep>)(?P<rest>[0-9]{4})" + _NOT_BEFORE, re.ASCII
 )
+_GLUED_IN_TEXT = re.compile(
+    r"(?<![0-9])(?P<date>[0-9]{6}|[0-9]{8})(?P<sep>[-+A-FU-Y ]?)(?P<rest>[0-9]{3,4}[0-9A-Y]?)(?![0-9])",
+    re.ASCII | re.IGNORECASE,
+)
+_VALIDATORS = (fodselsnummer, personnummer, hetu)
 
 # Keys naming a national id, compared without case, accents or separators.
 _ID_KEY_NAMES = frozenset(
@@ -92,7 +100,8 @@ def mask_text(text):
         return text
     text = _SEPARATED_IN_TEXT.sub(_masked, text)
     text = _NORWEGIAN_IN_TEXT.sub(_masked, text)
-    return _SWEDISH_DIGITS_IN_TEXT.sub(_masked_if_personnummer, text)
+    text = _SWEDISH_DIGITS_IN_TEXT.sub(_masked_if_personnummer, text)
+    return _GLUED_IN_TEXT.sub(_masked_if_valid, text)
 
 
 def is_national_id_key(key) -> bool:
@@ -101,7 +110,7 @@ def is_national_id_key(key) -> bool:
         return False
     words = _ascii_words(key)
     compact = "".join(words).lower()
-    if any(compact.endswith(name) for name in _ID_KEY_NAMES):
+    if any(name in compact for name in _ID_KEY_NAMES):  # also "nationalIdNo", "applicantPersonnummer2"
         return True
     return bool(words) and words[-1].lower() in _SHORT_ID_KEY_NAMES
 
@@ -112,6 +121,9 @@ def mask_document(document):
         return {mask_text(key): _mask_entry(key, value) for key, value in document.items()}
     if isinstance(document, list):
         return [mask_document(item) for item in document]
+    if isinstance(document, int) and not isinstance(document, bool):
+        masked = mask_text(str(document))  # an id sent as a JSON number, under any key
+        return document if masked == str(document) else masked
     return mask_text(document)
 
 
@@ -127,6 +139,16 @@ def _masked(match: re.Match) -> str:
 
 def _masked_if_personnummer(match: re.Match) -> str:
     return _masked(match) if personnummer.is_valid(match[0]) else match[0]
+
+
+def _masked_if_valid(match: re.Match) -> str:
+    if match["rest"].count(MASK):
+        return match[0]
+    number = match[0].replace(" ", "")
+    valid = any(
+        module.is_valid(number if module is not fodselsnummer else number.replace("-", "")) for module in _VALIDATORS
+    )
+    return _masked(match) if valid else match[0]
 
 
 def _ascii_words(key: str) -> list[str]:

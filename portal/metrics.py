@@ -45,6 +45,7 @@ WEBHOOK_DELIVERIES = Counter(
     "Webhook deliveries received, by outcome (stored, duplicate, rejected) and rejection reason.",
     ["outcome", "reason"],
 )
+SIGN_INS = Counter("portal_sign_ins_total", "Password sign-in attempts, by outcome.", ["outcome"])
 DB_ERRORS = Counter(
     "portal_db_errors_total", "Requests that found the database unreachable or too slow, by error type.", ["error"]
 )
@@ -86,6 +87,11 @@ def count_webhook(outcome: str, reason: str | None = None) -> None:
     elif reason not in WEBHOOK_REASONS:
         reason = "other"
     WEBHOOK_DELIVERIES.labels(outcome, reason).inc()
+
+
+def count_sign_in(outcome: str) -> None:
+    """Count one password sign-in: success, failed, throttled, or unavailable (the throttling store is away)."""
+    SIGN_INS.labels(outcome).inc()
 
 
 def count_db_error(error: BaseException) -> None:

@@ -99,6 +99,9 @@ class WebhookEvent(db.Model):
     occurred_at_raw: Mapped[str | None] = mapped_column(String(64))  # the time as sent, when it was unusable
     received_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     body: Mapped[str] = mapped_column(Text)
+    # The raw body's hash: under hmac-sha256 (which signs nothing but the body) a body seen before is a
+    # replay, whatever unsigned id header it comes with.
+    body_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
     headers: Mapped[str] = mapped_column(Text, default="{}")
     scheme: Mapped[str] = mapped_column(String(40))
     secret_index: Mapped[int] = mapped_column(Integer)

@@ -5,6 +5,7 @@ import base64
 import binascii
 import math
 import string
+import zlib
 
 # Values published in this repository (.env.example, scripts, tests, the sandbox). A portal using one
 # can have its session cookies forged or its webhooks faked by anyone who has read the code.
@@ -20,18 +21,22 @@ SHIPPED_SECRETS = frozenset(
         "demo-password",
         # the sandbox's published demo webhook secret (SANDBOX_WEBHOOK_SECRET when unset)
         "whsec_Zmxvdy1zYW5kYm94LWRlbW8td2ViaG9vay1zZWNyZXQ=",
+        # the Standard Webhooks specification's own example secret (its test vector)
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     }
 )
 SANDBOX_CLIENT_ID = "demo-client"
 KEY_BITS = 256  # PORTAL_SECRET_KEY and PORTAL_INDEX_KEY: 32 bytes of entropy
 WEBHOOK_SECRET_BYTES = 24
 MIN_DISTINCT = 10  # fewer different characters than this is a pattern, not a random string
+ZLIB_OVERHEAD = 8  # bytes of header and checksum around zlib's compressed data
 _CLASSES = (string.ascii_lowercase, string.ascii_uppercase, string.digits)
 GENERATE = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
 
 
 def estimated_bits(text: str) -> float:
-    """An upper estimate of a random string's entropy: its length times the bits of the alphabet it draws from.
+    """An upper estimate of a random string's entropy: the bits of the alphabet it draws from, times its
+    length once repetition is squeezed out ("0123456789" eight times is worth one "0123456789").
 
     A string with few different characters ("aaaa…", "abab…") is not random whatever its alphabet: 0.
     """
@@ -40,7 +45,8 @@ def estimated_bits(text: str) -> float:
     alphabet = sum(len(chars) for chars in _CLASSES if any(char in chars for char in text))
     if any(not char.isalnum() or not char.isascii() for char in text):
         alphabet += 33  # punctuation and everything else
-    return len(text) * math.log2(alphabet)
+    squeezed = len(zlib.compress(text.encode(), 9)) - ZLIB_OVERHEAD
+    return min(len(text), squeezed) * math.log2(alphabet)
 
 
 def key_problem(name: str, value: str) -> str | None:
@@ -67,16 +73,27 @@ def webhook_secret_problem(secret: str, scheme: str) -> str | None:
     return None
 
 
-def production_problems(settings, workers: int) -> list[str]:
-    """Every reason `settings` must not run in production, each one line naming its setting."""
+def production_problems(settings, workers: int | None) -> list[str]:
+    """Every reason `settings` must not run in production, each one line naming its setting.
+
+    `workers` is how many processes serve the portal (PORTAL_WORKERS), None when nobody said: then there
+    may be several, each counting sign-in attempts on its own, so Redis is required.
+    """
     problems = [key_problem("PORTAL_SECRET_KEY", settings.secret_key)]
     problems.append(key_problem("PORTAL_INDEX_KEY", settings.index_key.decode()))
+    if settings.metrics_token:
+        problems.append(key_problem("PORTAL_METRICS_TOKEN", settings.metrics_token))
     problems += [webhook_secret_problem(secret, settings.webhook_scheme) for secret in settings.webhook_secrets]
     if settings.client_id == SANDBOX_CLIENT_ID or (settings.client_secret or "") in SHIPPED_SECRETS:
         problems.append("FLOW_CLIENT_ID/FLOW_CLIENT_SECRET are the sandbox's demo client; production needs your own")
     if settings.client_secret and not settings.client_secret.strip():
         problems.append("FLOW_CLIENT_SECRET is empty")
-    if workers > 1 and not settings.redis_url:
+    if workers is None and not settings.redis_url:
+        problems.append(
+            "PORTAL_REDIS_URL is required in production unless PORTAL_WORKERS=1 says one process serves the portal "
+            "(gunicorn.conf.py sets it): sign-in throttling must be shared by every worker"
+        )
+    elif workers and workers > 1 and not settings.redis_url:
         problems.append(
             f"PORTAL_REDIS_URL is required with {workers} workers (PORTAL_WORKERS): "
             "sign-in throttling must be shared by every worker"

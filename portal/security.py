@@ -22,16 +22,25 @@ PERMISSIONS_POLICY = (
 HSTS = "max-age=31536000; includeSubDomains"
 
 
+def security_headers(https: bool) -> dict[str, str]:
+    """The headers every answer carries; HSTS when the public URL is https (never fall back to plain http)."""
+    headers = {
+        "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "same-origin",
+        "X-Frame-Options": "DENY",
+        "Permissions-Policy": PERMISSIONS_POLICY,
+    }
+    return headers | ({"Strict-Transport-Security": HSTS} if https else {})
+
+
 def init_app(app: Flask, https: bool) -> None:
+    headers = security_headers(https)
+
     @app.after_request
     def secure_headers(response):
-        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Referrer-Policy", "same-origin")
-        response.headers.setdefault("X-Frame-Options", "DENY")
-        response.headers.setdefault("Permissions-Policy", PERMISSIONS_POLICY)
-        if https:  # the public URL is https: browsers must never fall back to plain http for it
-            response.headers.setdefault("Strict-Transport-Security", HSTS)
+        for name, value in headers.items():
+            response.headers.setdefault(name, value)
         if response.mimetype == "text/html":
             response.headers.setdefault("Cache-Control", "no-store")
         return response
@@ -58,13 +67,16 @@ class TrustedHosts:
     Checked before Flask sees the request, so no page, redirect or link is ever built from a foreign host.
     """
 
-    def __init__(self, app, hosts: tuple[str, ...]):
+    def __init__(self, app, hosts: tuple[str, ...], headers: dict[str, str]):
         self.app = app
         self.hosts = list(hosts)
+        self.headers = headers
 
     def __call__(self, environ, start_response):
         try:
             get_host(environ, self.hosts)
         except SecurityError:
-            return BadRequest("This portal does not answer to that host name.")(environ, start_response)
+            refusal = BadRequest("This portal does not answer to that host name.").get_response(environ)
+            refusal.headers.update(self.headers)
+            return refusal(environ, start_response)
         return self.app(environ, start_response)

@@ -348,7 +348,7 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         event_retention_days=read.number("PORTAL_EVENT_RETENTION_DAYS", 90, 1, 36500),
     )
     if settings.environment == "production":
-        problems = production_problems(settings, workers=read.number("PORTAL_WORKERS", 1, 1, 1024))
+        problems = production_problems(settings, workers=read.number("PORTAL_WORKERS", None, 1, 1024))
         if problems:
             raise SettingsError(problems[0])
     return settings

@@ -6,6 +6,7 @@ past the limit. When the shared store cannot be reached the caller is told (`Thr
 and decides to fail closed; nothing silently falls back to unlimited.
 """
 
+import ipaddress
 import logging
 import time
 from dataclasses import dataclass
@@ -17,11 +18,15 @@ from limits.strategies import MovingWindowRateLimiter
 
 log = logging.getLogger(__name__)
 
-SIGN_IN_PER_ACCOUNT = "5/minute;20/hour"
+# Guessing one account's password from one address; then from anywhere (looser: a stranger who spends these
+# locks the account out for everyone, so they are a ceiling on distributed guessing, not the first line).
+SIGN_IN_PER_ACCOUNT_AND_ADDRESS = "5/minute;20/hour"
+SIGN_IN_PER_ACCOUNT = "10/minute;100/hour"
 # An office behind one address signs many people in; the address limit only stops a spray of names.
 SIGN_IN_PER_ADDRESS = "30/minute;200/hour"
-REJECTED_DELIVERIES_PER_ADDRESS = "20/minute"
+REJECTED_DELIVERIES_PER_NETWORK = "20/minute"
 STORE_TIMEOUT = 1.0  # seconds: an unreachable Redis must not hold a sign-in for long
+OUTAGE_REPORT_EVERY = 60.0  # seconds between log lines about an unreachable store
 
 
 class ThrottleUnavailable(RuntimeError):
@@ -45,20 +50,31 @@ class Throttle:
         self.shared = bool(options)
         self._storage = storage_from_string(storage_uri, **options)
         self._limiter = MovingWindowRateLimiter(self._storage)
+        self._reported_at = -OUTAGE_REPORT_EVERY
 
     def attempt(self, name: str, limits: str, key: str) -> Verdict:
-        """Count one attempt against every limit in `limits`; not allowed when any of them is used up."""
+        """Count one attempt against the limits in `limits`, in order; refused at the first one used up.
+
+        A refused attempt is not counted by the limits after the one that refused it: an hour's allowance
+        is spent only by attempts the minute let through.
+        """
         if not self.enabled:
             return Verdict(True, 0)
         items = parse_many(limits)
         try:
-            counted = [self._limiter.hit(item, name, key) for item in items]  # every limit counts the attempt
-            if all(counted):
-                return Verdict(True, 0)
-            return Verdict(False, self._wait(items, name, key))
+            for item in items:
+                if not self._limiter.hit(item, name, key):
+                    return Verdict(False, self._wait(items, name, key))
+            return Verdict(True, 0)
         except Exception as error:  # redis raises its own ConnectionError/TimeoutError family
-            log.error("the throttling store is unreachable (%s): refusing %r", type(error).__name__, name)
+            self._report_outage(name, error)
             raise ThrottleUnavailable(name) from error
+
+    def _report_outage(self, name: str, error: Exception) -> None:
+        now = time.monotonic()
+        if now - self._reported_at >= OUTAGE_REPORT_EVERY:  # one line a minute, not one per request
+            self._reported_at = now
+            log.error("the throttling store is unreachable (%s): refusing %r", type(error).__name__, name)
 
     def forget(self, name: str, limits: str, key: str) -> None:
         """Start `key`'s count again (a successful sign-in clears the account's failures)."""
@@ -89,6 +105,50 @@ def throttle() -> Throttle:
     return current_app.extensions["portal.throttle"]
 
 
+def network_of(address: str) -> str:
+    """The network an address belongs to (IPv4 /24, IPv6 /64): one sender owns all of it as easily as one address."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    prefix = 24 if ip.version == 4 and not getattr(ip, "ipv4_mapped", None) else 64
+    return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
+
+
 def client_address() -> str:
     """The address the request came from (ProxyFix has put the client's there behind trusted proxies)."""
     return request.remote_addr or "unknown"
+
+
+def _account_key(username: str) -> str:
+    return username.strip().lower()[:80]
+
+
+def count_sign_in_attempt(username: str) -> int:
+    """Count a sign-in attempt before its password is checked; the seconds to wait when over a limit, else 0.
+
+    Counted per address, then per account from this address, then per account from anywhere; an attempt
+    one of them refuses is not counted by the next.
+    """
+    limits, address, account = throttle(), client_address(), _account_key(username)
+    checks = (
+        ("sign-in-address", SIGN_IN_PER_ADDRESS, address),
+        ("sign-in-account-address", SIGN_IN_PER_ACCOUNT_AND_ADDRESS, f"{account}|{address}"),
+        ("sign-in-account", SIGN_IN_PER_ACCOUNT, account),
+    )
+    for name, rule, key in checks:
+        verdict = limits.attempt(name, rule, key)
+        if not verdict.allowed:
+            return verdict.retry_after
+    return 0
+
+
+def signed_in_well(username: str) -> None:
+    """The right password from this address: its failures there start again."""
+    key = f"{_account_key(username)}|{client_address()}"
+    throttle().forget("sign-in-account-address", SIGN_IN_PER_ACCOUNT_AND_ADDRESS, key)
+
+
+def unlock_account(username: str) -> None:
+    """Let the account try from anywhere again at once, after a stranger spent its allowance."""
+    throttle().forget("sign-in-account", SIGN_IN_PER_ACCOUNT, _account_key(username))

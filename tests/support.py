@@ -115,6 +115,7 @@ def production_settings(**overrides) -> dict:
         "FLOW_WEBHOOK_SECRETS": "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode(),
         "PORTAL_SECRET_KEY": secrets.token_urlsafe(48),
         "PORTAL_INDEX_KEY": secrets.token_urlsafe(48),
+        "PORTAL_WORKERS": "1",  # else production wants Redis for shared sign-in throttling
     } | overrides
 
 

@@ -8,7 +8,7 @@ from support import PASSWORD, create_form, sign_in
 
 from portal.extensions import db
 from portal.flowindex.keys import name_key, read_national_id
-from portal.flowindex.observations import DETAIL, LIST, WEBHOOK, Observation
+from portal.flowindex.observations import DETAIL, LIST, WEBHOOK, Observation, from_event
 from portal.flowindex.store import apply_observations, index_record
 from portal.models import FlowRecord, User
 
@@ -184,3 +184,9 @@ def test_the_writer_skips_a_flow_seen_again_unchanged_within_a_minute(index_app)
     assert seen(index_app, "f-7").seen_at == at(2), "after a minute it is written again (seen_at moves on)"
     writer.submit(lambda: (Observation("f-7", LIST, at(2.1), at(2.1), consent_status="Accepted"),))
     assert seen(index_app, "f-7").consent_status == "Accepted", "a change is always written"
+
+
+@pytest.mark.parametrize("version", [10**30, "9" * 18, -(2**31) - 1])
+def test_a_version_no_integer_column_holds_is_left_out_not_an_error(version):
+    observation = from_event("f-1", "flow.status_changed", "Opened", None, None, {"data": {"version": version}}, at(1))
+    assert observation.version is None and observation.consent_status == "Opened"

@@ -184,7 +184,6 @@ OTHER_KEYS = [
     "flowId",
     "lastName",
     "ssnHash",
-    "nationalIdMasked",
     "session",
     "lessons",
     "assn",
@@ -212,6 +211,10 @@ def test_keys_not_naming_a_national_id(key):
         (f"henkilötunnus={FINNISH}; again 131052a308t", "henkilötunnus=131052-••••; again 131052a••••"),
         ("written as 151086 95088.", "written as 151086 •••••."),
         ('{"ssn":"15108695088"}', '{"ssn":"151086•••••"}'),
+        # glued to letters: masked when the number is a valid id
+        ("SE811218-9876 / NO15108695088 / ID131052-308T", "SE811218-•••• / NO151086••••• / ID131052-••••"),
+        ("fnr15108695088, LOAN-811218-9876", "fnr151086•••••, LOAN-811218-••••"),
+        ("person 151086-95088", "person 151086-•••••"),
     ],
 )
 def test_ids_inside_upstream_text_are_masked(upstream, shown):
@@ -223,13 +226,23 @@ def test_ids_inside_upstream_text_are_masked(upstream, shown):
     [
         "at epoch 1712345678 and 1764000000000",
         "uuid 123e4567-e89b-12d3-a456-426614174000 and 42661417400012",
-        "hash a15108695088b",
+        "hash a15108695089b",  # glued to letters and not a valid id: a hash's digits
         "created 2026-11-23T10:00:00Z, amount 1234567890, order LA-10040",
         "phone +47 22 33 44 55",
     ],
 )
 def test_numbers_that_are_not_ids_stay_readable(upstream):
     assert mask_text(upstream) == upstream
+
+
+def test_ids_sent_as_json_numbers_under_any_key_are_masked():
+    document = {"idNumber": 15108695088, "nationalIdNo": 198112189876, "amount": 1500, "count": 10**30}
+    assert mask_document(document) == {
+        "idNumber": "151086•••••",
+        "nationalIdNo": "•••••••••••",
+        "amount": 1500,
+        "count": 10**30,
+    }
 
 
 def test_a_document_is_masked_under_id_keys_and_in_every_text():

@@ -1,6 +1,5 @@
 """A sandbox deployed by mistake stays harmless, and a production portal refuses to talk to one."""
 
-import base64
 import json
 import os
 import secrets
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from support import jwt_settings, portal_config
+from support import jwt_settings, portal_config, production_settings
 
 from portal.flowapi import SandboxInProduction, build_client
 from portal.sandbox import create_app as create_sandbox
@@ -303,14 +302,7 @@ def strong(prefix: str = "") -> str:
 
 
 PRODUCTION_CLIENT = ("lender-client", strong())
-PRODUCTION = {
-    "FLOW_ENVIRONMENT": "production",
-    "FLOW_CLIENT_ID": PRODUCTION_CLIENT[0],
-    "FLOW_CLIENT_SECRET": PRODUCTION_CLIENT[1],
-    "FLOW_WEBHOOK_SECRETS": "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode(),
-    "PORTAL_SECRET_KEY": strong(),
-    "PORTAL_INDEX_KEY": strong(),
-}
+PRODUCTION = production_settings(FLOW_CLIENT_ID=PRODUCTION_CLIENT[0], FLOW_CLIENT_SECRET=PRODUCTION_CLIENT[1])
 
 
 class TestPortalAgainstTheSandbox:

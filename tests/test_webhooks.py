@@ -571,11 +571,27 @@ def test_hmac_event_id_comes_from_the_id_header_then_the_body(hmac_app):
     client = hmac_app.test_client()
     body = json.dumps(flat_event(id="body-id")).encode()
     assert hmac_post(client, body, **{"X-Flow-Event-Id": "header-id"}).json == {"status": "stored", "id": "header-id"}
-    assert hmac_post(client, body).json == {"status": "stored", "id": "body-id"}
-    assert hmac_post(client, body).json == {"status": "duplicate", "id": "body-id"}
+    other = json.dumps(flat_event(id="body-id", status="Rejected")).encode()
+    assert hmac_post(client, other).json == {"status": "stored", "id": "body-id"}
+    assert hmac_post(client, other).json == {"status": "duplicate", "id": "body-id"}
     numbered = json.dumps(flat_event(eventId=12345)).encode()
     assert hmac_post(client, numbered).json["id"] == "12345"
     assert json.loads(stored(hmac_app)[0].headers)["x-flow-event-id"] == "header-id"
+
+
+def test_an_hmac_delivery_replayed_with_another_id_header_is_a_duplicate(hmac_app):
+    """The id header is not signed: the same signed bytes again are a replay, before and after pruning."""
+    client = hmac_app.test_client()
+    body = json.dumps(flat_event(id="body-id")).encode()
+    assert hmac_post(client, body, **{"X-Flow-Event-Id": "first"}).json["status"] == "stored"
+    assert hmac_post(client, body, **{"X-Flow-Event-Id": "replay-1"}).json["status"] == "duplicate"
+    with hmac_app.app_context():
+        from portal.webhooks.store import prune_events
+
+        assert prune_events(datetime.now(timezone.utc) + timedelta(seconds=1)) == 1
+    for header in ({"X-Flow-Event-Id": "replay-2"}, {}):
+        assert hmac_post(client, body, **header).json["status"] == "duplicate"
+    assert stored(hmac_app) == []
 
 
 def test_the_id_header_is_configurable(make_app, database_url):

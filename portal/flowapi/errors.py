@@ -111,9 +111,12 @@ class TokenRequestRefused(UpstreamProtocolError):
 
 
 def outcome_kind(error: FlowApiError | None) -> str:
-    """A word from a small fixed set for metrics: ok, tls, timeout, connection, malformed, http_4xx, http_5xx, other."""
+    """A word from a small fixed set for metrics: ok, tls, timeout, connection, malformed, sandbox, http_4xx,
+    http_5xx, other."""
     if error is None:
         return "ok"
+    if isinstance(error, SandboxInProduction):
+        return "sandbox"
     if error.code == "tls":
         return "tls"
     if error.status is None:

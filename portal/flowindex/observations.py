@@ -15,6 +15,7 @@ CREATE, LIST, DETAIL, WEBHOOK, SYNC = "create", "list", "detail", "webhook", "sy
 CONSENT_STATUSES = ("Unopened", "Opened", "Accepted", "Rejected")
 LIFECYCLES = ("active", "completed", "cancelled")
 MAX_TEXT = 100
+STORABLE_INTEGERS = range(-(2**31), 2**31)  # what an Integer column holds on PostgreSQL as on SQLite
 
 
 @dataclass(frozen=True)
@@ -80,9 +81,9 @@ def from_detail(flow: FlowDetail, seen_at: datetime) -> Observation:
         source=DETAIL,
         seen_at=seen_at,
         state_at=seen_at,
-        version=flow.version,
+        version=_storable(flow.version),
         reference_id=_short(flow.reference_id),
-        flow_number=flow.flow_number,
+        flow_number=_storable(flow.flow_number),
         lifecycle=_short(flow.status),
         archived=True if flow.status == "cancelled" else None,  # DESIGN: a cancelled flow is archived
         has_incidents=flow.has_incidents if flow.has_incidents is not None else (bool(flow.incidents) or None),
@@ -152,7 +153,13 @@ def _integer(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
+        return _storable(value)
     if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 19:
-        return int(value)
+        return _storable(int(value))
     return None
+
+
+def _storable(value: int | None) -> int | None:
+    """The number when an Integer column holds it on every database, else None (the service's number is not lost:
+    the flow's page still shows it)."""
+    return value if isinstance(value, int) and value in STORABLE_INTEGERS else None

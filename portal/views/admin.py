@@ -15,26 +15,17 @@ from ..audit import EXPORT_FORMATS, AuditFilter, audit_actions, export_audit, fi
 from ..csvexport import download_response
 from ..extensions import db
 from ..flowindex.search import day_start
-from ..forms import AuditFilterForm, ConfirmForm, NewUserForm, UserChangeForm
+from ..forms import AuditFilterForm, ConfirmForm, NewUserForm, RejectedFilterForm, UserChangeForm
 from ..models import RejectedDelivery, User, utc_now
 from ..paging import before_argument, newest_first
 from ..security import role_required
-from ..webhooks.store import rejection_tallies
+from ..webhooks.schemes import REJECTION_KINDS
+from ..webhooks.store import rejected_samples, rejection_summary, rejection_tallies
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
 PAGE_SIZE = 50
-
-
-def _page_of(model, endpoint: str) -> dict:
-    """The newest-first page the query string asks for, with links to older rows and back to the newest."""
-    before = before_argument(request.args.get("before"))
-    page = newest_first(select(model), model, before, PAGE_SIZE)
-    return {
-        "page": page,
-        "next_url": url_for(endpoint, before=page.next_before) if page.next_before else None,
-        "newest_url": url_for(endpoint) if before else None,
-    }
+TALLY_ROWS = 200  # counts by reason and address shown at once; the filters find any other
 
 
 @bp.before_request
@@ -165,7 +156,22 @@ def audit_export(fmt: str):
 
 @bp.get("/rejected")
 def rejected():
-    """Deliveries that failed verification: a wrong secret shows up here, not in silence."""
-    listing = _page_of(RejectedDelivery, "admin.rejected")
-    headers = {row.id: json.loads(row.signature_headers or "{}") for row in listing["page"].rows}
-    return render_template("admin/rejected.html", headers=headers, tallies=rejection_tallies(), **listing)
+    """Refused deliveries: every one counted by reason and address, the newest kept as samples."""
+    form = RejectedFilterForm(REJECTION_KINDS, formdata=request.args)
+    if not form.validate():
+        return render_template("admin/rejected.html", form=form, summary=rejection_summary(), page=None), 400
+    kind, source = form.kind.data or None, (form.source.data or "").strip() or None
+    args = {name: value for name, value in (("kind", kind), ("source", source)) if value}
+    before = before_argument(request.args.get("before"))
+    page = newest_first(rejected_samples(source), RejectedDelivery, before, PAGE_SIZE)
+    return render_template(
+        "admin/rejected.html",
+        form=form,
+        summary=rejection_summary(),
+        tallies=rejection_tallies(kind, source, TALLY_ROWS),
+        tally_rows=TALLY_ROWS,
+        page=page,
+        headers={row.id: json.loads(row.signature_headers or "{}") for row in page.rows},
+        next_url=url_for("admin.rejected", **args, before=page.next_before) if page.next_before else None,
+        newest_url=url_for("admin.rejected", **args) if before else None,
+    )

@@ -7,6 +7,7 @@ from flask_babel import gettext as _
 from flask_login import current_user, logout_user
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from .. import metrics
 from ..accounts import find_account, find_sso_account
 from ..audit import record_audit
 from ..auth_setup import begin_session, end_session, staff_sso
@@ -14,7 +15,7 @@ from ..extensions import db
 from ..forms import ConfirmForm, LoginForm
 from ..i18n import LANGUAGES
 from ..models import User, utc_now
-from ..throttle import SIGN_IN_PER_ACCOUNT, SIGN_IN_PER_ADDRESS, ThrottleUnavailable, client_address, throttle
+from ..throttle import ThrottleUnavailable, client_address, count_sign_in_attempt, signed_in_well
 
 bp = Blueprint("auth", __name__)
 
@@ -53,18 +54,6 @@ def _password_matches(user: User | None, password: str) -> bool:
     return user.check_password(password)
 
 
-def _account_key(username: str) -> str:
-    return username.strip().lower()[:80]
-
-
-def _may_attempt(username: str) -> int:
-    """Count this sign-in attempt before the password is checked; the seconds to wait when over a limit, else 0."""
-    limits = throttle()
-    by_address = limits.attempt("sign-in-address", SIGN_IN_PER_ADDRESS, client_address())
-    by_account = limits.attempt("sign-in-account", SIGN_IN_PER_ACCOUNT, _account_key(username))
-    return max(by_address.retry_after, by_account.retry_after)
-
-
 def _refused(form: LoginForm, status: int, message: str, retry_after: int | None = None):
     flash(message, "danger")
     headers = {"Retry-After": str(retry_after)} if retry_after else {}
@@ -87,18 +76,21 @@ def login():
         return render_template("auth/login.html", form=form)
     username = form.username.data.strip()
     try:
-        wait = _may_attempt(username)
+        wait = count_sign_in_attempt(username)
     except ThrottleUnavailable:
+        metrics.count_sign_in("unavailable")
         message = _("Sign-in is paused: the portal cannot reach its rate-limit store. Try again in a minute.")
         return _refused(form, 503, message, 60)
-    if wait:
-        record_audit(username[:80], "sign_in_throttled", f"wait {wait} s")
+    if wait:  # not audited: an unlimited stream of refused attempts must not flood the audit log
+        metrics.count_sign_in("throttled")
         message = _("Too many attempts. Wait %(seconds)d seconds and try again.", seconds=wait)
         return _refused(form, 429, message, wait)
     user = find_account(username)
     if _password_matches(user, form.password.data) and user.is_active:
-        throttle().forget("sign-in-account", SIGN_IN_PER_ACCOUNT, _account_key(username))
+        signed_in_well(username)
+        metrics.count_sign_in("success")
         return _start_session(user, form.next.data, "password")
+    metrics.count_sign_in("failed")
     record_audit(username[:80], "sign_in_failed", "password")
     current_app.logger.info("failed sign-in for %r from %r", username[:80], client_address())
     flash(_("Wrong username or password, or the account is disabled."), "danger")

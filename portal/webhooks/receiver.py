@@ -13,10 +13,18 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from .. import metrics
 from ..extensions import csrf
 from ..flowindex.feed import saw_event
-from ..throttle import REJECTED_DELIVERIES_PER_ADDRESS, ThrottleUnavailable, client_address, throttle
+from ..throttle import REJECTED_DELIVERIES_PER_NETWORK, ThrottleUnavailable, client_address, network_of, throttle
 from .schemes import DeliveryRejected, signature_headers, verify_delivery
 from .shape import EventShape, read_event
-from .store import event_id_for, record_event, record_rejection, storable_moment, tally_rejection, was_pruned
+from .store import (
+    body_seen_before,
+    event_id_for,
+    record_event,
+    record_rejection,
+    storable_moment,
+    tally_rejection,
+    was_pruned,
+)
 
 KEPT_HEADERS = ("webhook-id", "webhook-timestamp", "user-agent", "content-type")
 MAX_DEPTH = 64
@@ -35,12 +43,12 @@ def _answer(http_status: int, body: dict):
 
 
 def _reject(status: int, public: str, kind: str, reason: str, body_head: bytes = b""):
-    """Count the rejection; keep a sample and log it unless this address has sent too many lately."""
+    """Count the rejection; keep a sample and log it unless this address's network has sent too many lately."""
     settings = current_app.extensions["portal.settings"]
     address = client_address()
     tally_rejection(kind, address, reason)
     try:
-        verdict = throttle().attempt("webhook-rejected", REJECTED_DELIVERIES_PER_ADDRESS, address)
+        verdict = throttle().attempt("webhook-rejected", REJECTED_DELIVERIES_PER_NETWORK, network_of(address))
     except ThrottleUnavailable:
         metrics.count_webhook("rejected", kind)
         return _answer(status, {"error": public})  # counted above; no sample while the limit cannot be checked
@@ -138,9 +146,11 @@ def receive():
     # Standard Webhooks always signs an id; hmac-sha256 senders may put one in a header, the body, or nowhere.
     given_ids = [verified.message_id, request.headers.get(settings.webhook_id_header), fields.event_id]
     event_id = event_id_for(given_ids, body)
-    if was_pruned(event_id):
+    if was_pruned(event_id) or (verified.scheme == "hmac-sha256" and body_seen_before(body)):
+        # Stored once (perhaps removed by retention since), or, under hmac-sha256 where no id or time is
+        # signed, the same signed bytes again with another id header: a replay, never a new event.
         metrics.count_webhook("duplicate")
-        return _answer(200, {"status": "duplicate", "id": event_id})  # stored once, removed by retention
+        return _answer(200, {"status": "duplicate", "id": event_id})
     if verified.scheme == "hmac-sha256" and _too_old(settings, fields.timestamp):
         # hmac-sha256 signs no time: an old event may be a replay of one whose id is long forgotten.
         return _reject(

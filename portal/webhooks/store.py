@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import and_, delete, func, insert, literal, or_, select
+from sqlalchemy import Select, and_, delete, func, insert, literal, or_, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -52,7 +52,7 @@ def event_id_for(candidates: list[str | None], body: bytes) -> str:
             if usable_event_id(given):
                 return given
             return "id-sha256:" + hashlib.sha256(given.encode("utf-8", "surrogatepass")).hexdigest()
-    return "sha256:" + hashlib.sha256(body).hexdigest()
+    return "sha256:" + body_hash(body)
 
 
 def storable_moment(raw: str | None) -> datetime | None:
@@ -85,6 +85,7 @@ def record_event(
             occurred_at_raw=clean_text(fields.timestamp, 64) if occurred_at is None else None,
             # Valid UTF-8 JSON, so it holds no surrogate and no raw NUL (JSON escapes them as ASCII).
             body=body.decode("utf-8"),
+            body_sha256=body_hash(body),
             headers=json.dumps(headers),  # ASCII: json escapes whatever a header carried
             scheme=verified.scheme,
             secret_index=verified.secret_index,
@@ -170,10 +171,46 @@ def _drop_oldest_beyond(same_source) -> None:
         db.session.execute(delete(RejectedDelivery).where(same_source, RejectedDelivery.id <= cutoff))
 
 
-def rejection_tallies(limit: int = 200) -> list[RejectionTally]:
-    """Rejection counts by kind and address, most recent first."""
-    query = select(RejectionTally).order_by(RejectionTally.last_at.desc(), RejectionTally.count.desc())
+@dataclass(frozen=True)
+class KindSummary:
+    kind: str
+    count: int
+    sources: int
+    last_at: datetime
+
+
+def rejection_summary() -> list[KindSummary]:
+    """Every kind of rejection with its total, how many addresses sent it, and when last: never truncated."""
+    query = (
+        select(
+            RejectionTally.kind,
+            func.sum(RejectionTally.count),
+            func.count(RejectionTally.source_ip),
+            func.max(RejectionTally.last_at),
+        )
+        .group_by(RejectionTally.kind)
+        .order_by(func.max(RejectionTally.last_at).desc())
+    )
+    return [
+        KindSummary(kind, int(count), sources, last_at) for kind, count, sources, last_at in db.session.execute(query)
+    ]
+
+
+def rejection_tallies(kind: str | None, source: str | None, limit: int) -> list[RejectionTally]:
+    """Rejection counts by kind and address, most recent first, for one kind and one address when given."""
+    query = select(RejectionTally)
+    if kind:
+        query = query.where(RejectionTally.kind == kind)
+    if source:
+        query = query.where(RejectionTally.source_ip == source)
+    query = query.order_by(RejectionTally.last_at.desc(), RejectionTally.kind, RejectionTally.source_ip)
     return list(db.session.scalars(query.limit(limit)))
+
+
+def rejected_samples(source: str | None) -> Select:
+    """The kept samples of refused deliveries, from one address when given."""
+    query = select(RejectedDelivery)
+    return query.where(RejectedDelivery.source_ip == source) if source else query
 
 
 def events_for_flow(flow_id: str, reference_id: str | None) -> list[WebhookEvent]:
@@ -318,12 +355,19 @@ def event_types() -> list[str]:
     ]
 
 
+def body_hash(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
 def prune_events(older_than: datetime) -> int:
-    """Delete events received before `older_than`, keeping their ids: a replay of one stays a duplicate."""
+    """Delete events received before `older_than`, keeping their ids and body hashes: a replay stays a duplicate."""
     old = WebhookEvent.received_at < older_than
-    now = datetime.now(timezone.utc)
-    kept_ids = select(WebhookEvent.event_id, literal(now, UtcDateTime)).where(old)
-    db.session.execute(insert(PrunedEvent).from_select(["event_id", "pruned_at"], kept_ids))
+    now = literal(datetime.now(timezone.utc), UtcDateTime)
+    hashed = ("sha256:" + WebhookEvent.body_sha256).label("event_id")
+    for kept in (WebhookEvent.event_id, hashed):
+        not_kept_yet = ~select(PrunedEvent.event_id).where(PrunedEvent.event_id == kept).exists()
+        rows = select(kept, now).where(old, kept.is_not(None), not_kept_yet).distinct()
+        db.session.execute(insert(PrunedEvent).from_select(["event_id", "pruned_at"], rows))
     result = db.session.execute(delete(WebhookEvent).where(old))
     db.session.commit()
     return result.rowcount
@@ -332,6 +376,13 @@ def prune_events(older_than: datetime) -> int:
 def was_pruned(event_id: str) -> bool:
     """Whether an event with this id was stored once and removed by retention."""
     return db.session.get(PrunedEvent, event_id) is not None
+
+
+def body_seen_before(body: bytes) -> bool:
+    """Whether these exact bytes were delivered before: stored now, or stored once and pruned."""
+    digest = body_hash(body)
+    stored = select(WebhookEvent.id).where(WebhookEvent.body_sha256 == digest).exists()
+    return bool(db.session.scalar(select(stored))) or was_pruned("sha256:" + digest)
 
 
 def iter_events(since: datetime | None, batch: int = 500) -> Iterator[WebhookEvent]:

@@ -1,4 +1,4 @@
-"""sessions that end (a per-user session version); webhook rejections tallied; pruned event ids kept
+"""sessions that end (a per-user session version); webhook rejections tallied; pruned event ids and body hashes kept
 
 Revision ID: 0005_sessions_and_webhook_abuse
 Revises: 0004_mask_policy
@@ -24,6 +24,10 @@ def upgrade():
     with op.batch_alter_table('rejected_deliveries', schema=None) as batch_op:
         batch_op.create_index('ix_rejected_deliveries_source_ip', ['source_ip'], unique=False)
 
+    with op.batch_alter_table('webhook_events', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('body_sha256', sa.String(length=64), nullable=True))
+        batch_op.create_index('ix_webhook_events_body_sha256', ['body_sha256'], unique=False)
+
     op.create_table(
         'rejection_tallies',
         sa.Column('kind', sa.String(length=40), nullable=False),
@@ -47,6 +51,9 @@ def downgrade():
     op.drop_table('pruned_webhook_events')
     op.drop_index('ix_rejection_tallies_last_at', table_name='rejection_tallies')
     op.drop_table('rejection_tallies')
+    with op.batch_alter_table('webhook_events', schema=None) as batch_op:
+        batch_op.drop_index('ix_webhook_events_body_sha256')
+        batch_op.drop_column('body_sha256')
     with op.batch_alter_table('rejected_deliveries', schema=None) as batch_op:
         batch_op.drop_index('ix_rejected_deliveries_source_ip')
     with op.batch_alter_table('users', schema=None) as batch_op:
