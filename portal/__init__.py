@@ -8,7 +8,6 @@ from pathlib import Path
 
 from dotenv import find_dotenv, load_dotenv
 from flask import Flask
-from flask.helpers import get_load_dotenv
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import auth_setup, cli, database, errors, i18n, logs, presentation, security, throttle
@@ -53,8 +52,11 @@ def check_settings(config: Mapping | None = None, instance_path: str = "instance
 
 
 def _refuse_a_parent_dotenv() -> None:
-    """The `flask` command has already read .env and .flaskenv from the nearest directory above that has one."""
-    if os.environ.get("FLASK_RUN_FROM_CLI") != "true" or not get_load_dotenv():
+    """The `flask` command has already read .env and .flaskenv from the nearest directory above that has one.
+
+    FLASK_SKIP_DOTENV is not believed: the file it would have kept out may be the one that set it.
+    """
+    if os.environ.get("FLASK_RUN_FROM_CLI") != "true":
         return
     for name in (".flaskenv", ".env"):
         found = find_dotenv(name, usecwd=True)

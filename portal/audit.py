@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from .csvexport import csv_chunks
 from .extensions import db
+from .masking import mask_document
 from .models import AuditEntry
 from .paging import KeysetPage, newest_first
 
@@ -92,6 +93,6 @@ def export_audit(filters: AuditFilter, fmt: str) -> Iterator[str]:
 
 
 def _json_line(row: tuple) -> str:
-    record = dict(zip(EXPORT_COLUMNS, row, strict=True))
-    record["at"] = record["at"].isoformat()
+    record = mask_document(dict(zip(EXPORT_COLUMNS, row, strict=True)))
+    record["at"] = row[0].isoformat()
     return json.dumps(record, ensure_ascii=False) + "\n"

@@ -29,26 +29,39 @@ _ID_SHAPES = tuple(
 )
 
 # Ids inside free text. Standing alone (not glued to letters or digits), a separator form and 11 digits (also
-# as DDMMYY NNNNN or DDMMYY-NNNNN) are always masked; a bare 10 or 12 digit run only when it is a valid
-# personnummer, so that timestamps and amounts stay readable. Glued to letters ("NO15108695088",
-# "ref-811218-9876") an id is masked when it is a valid one, so hashes and UUIDs keep their digits.
-_NOT_AFTER = r"(?<![0-9A-Za-z-])"
-_NOT_BEFORE = r"(?![0-9A-Za-z-])"
+# written DDMMYY NNNNN or with another separator) are always masked; a bare 10 or 12 digit run only when it is
+# a valid personnummer, so that timestamps and amounts stay readable. Glued to letters ("NO15108695088",
+# "ref811218-9876abc") an id is masked when it is a valid one, so hashes and UUIDs keep their digits.
+# Separators: hyphen and plus, every Unicode dash and the minus sign, no-break space, space, / . and _.
+_SEP = "[-+\u2010-\u2015\u2212\u00a0 /._]"
+_ALONE_BEFORE = r"(?<![0-9A-Za-z])"
+_ALONE_AFTER = r"(?![0-9A-Za-z])"
 _SEPARATED_IN_TEXT = re.compile(
-    _NOT_AFTER + r"(?P<date>[0-9]{6}|[0-9]{8})(?P<sep>[-+A-FU-Y])(?P<rest>[0-9]{3}[0-9A-Y])" + _NOT_BEFORE,
+    _ALONE_BEFORE
+    + rf"(?P<date>[0-9]{{6}}|[0-9]{{8}})(?P<sep>{_SEP}|(?<=[0-9]{{6}})[A-FU-Y])(?P<rest>[0-9]{{3}}[0-9A-Y])"
+    + _ALONE_AFTER,
     re.ASCII | re.IGNORECASE,
 )
 _NORWEGIAN_IN_TEXT = re.compile(
-    r"(?<![0-9A-Za-z])(?P<date>[0-9]{6})(?P<sep>[ -]?)(?P<rest>[0-9]{5})(?![0-9A-Za-z])", re.ASCII
+    _ALONE_BEFORE + rf"(?P<date>[0-9]{{6}})(?P<sep>{_SEP}?)(?P<rest>[0-9]{{5}})" + _ALONE_AFTER, re.ASCII
 )
 _SWEDISH_DIGITS_IN_TEXT = re.compile(
-    _NOT_AFTER + r"(?P<date>[0-9]{6}|[0-9]{8})(?P<sep>)(?P<rest>[0-9]{4})" + _NOT_BEFORE, re.ASCII
+    _ALONE_BEFORE + r"(?P<date>[0-9]{6}|[0-9]{8})(?P<sep>)(?P<rest>[0-9]{4})" + _ALONE_AFTER, re.ASCII
 )
-_GLUED_IN_TEXT = re.compile(
-    r"(?<![0-9])(?P<date>[0-9]{6}|[0-9]{8})(?P<sep>[-+A-FU-Y ]?)(?P<rest>[0-9]{3,4}[0-9A-Y]?)(?![0-9])",
-    re.ASCII | re.IGNORECASE,
+# Glued: each shape with the check that tells an id from digits that merely look like one.
+_GLUED_IN_TEXT = (
+    (re.compile(rf"(?<![0-9])(?P<date>[0-9]{{6}})(?P<sep>{_SEP}?)(?P<rest>[0-9]{{5}})(?![0-9])"), fodselsnummer),
+    (
+        re.compile(rf"(?<![0-9])(?P<date>[0-9]{{6}}|[0-9]{{8}})(?P<sep>{_SEP}?)(?P<rest>[0-9]{{4}})(?![0-9])"),
+        personnummer,
+    ),
+    (
+        re.compile(
+            r"(?<![0-9])(?P<date>[0-9]{6})(?P<sep>[-+A-FU-Y])(?P<rest>[0-9]{3}[0-9A-Y])(?![0-9])", re.IGNORECASE
+        ),
+        hetu,
+    ),
 )
-_VALIDATORS = (fodselsnummer, personnummer, hetu)
 
 # Keys naming a national id, compared without case, accents or separators.
 _ID_KEY_NAMES = frozenset(
@@ -101,7 +114,9 @@ def mask_text(text):
     text = _SEPARATED_IN_TEXT.sub(_masked, text)
     text = _NORWEGIAN_IN_TEXT.sub(_masked, text)
     text = _SWEDISH_DIGITS_IN_TEXT.sub(_masked_if_personnummer, text)
-    return _GLUED_IN_TEXT.sub(_masked_if_valid, text)
+    for pattern, number in _GLUED_IN_TEXT:
+        text = pattern.sub(lambda match, number=number: _masked_if_valid(match, number), text)
+    return text
 
 
 def is_national_id_key(key) -> bool:
@@ -121,10 +136,20 @@ def mask_document(document):
         return {mask_text(key): _mask_entry(key, value) for key, value in document.items()}
     if isinstance(document, list):
         return [mask_document(item) for item in document]
-    if isinstance(document, int) and not isinstance(document, bool):
-        masked = mask_text(str(document))  # an id sent as a JSON number, under any key
-        return document if masked == str(document) else masked
+    if isinstance(document, int | float) and not isinstance(document, bool):
+        return _masked_number(document)
     return mask_text(document)
+
+
+def _masked_number(number: int | float):
+    """An id sent as a JSON number, under any key: as an integer, a float, or having lost a leading zero."""
+    if isinstance(number, float) and not (number.is_integer() and abs(number) < 1e13):
+        return number
+    digits = str(int(number))
+    if len(digits) == 10 and fodselsnummer.is_valid("0" + digits):  # 01019012480 sent as 1019012480
+        return mask_national_id("0" + digits)
+    masked = mask_text(digits)
+    return number if masked == digits else masked
 
 
 def _mask_entry(key, value):
@@ -141,14 +166,13 @@ def _masked_if_personnummer(match: re.Match) -> str:
     return _masked(match) if personnummer.is_valid(match[0]) else match[0]
 
 
-def _masked_if_valid(match: re.Match) -> str:
-    if match["rest"].count(MASK):
-        return match[0]
-    number = match[0].replace(" ", "")
-    valid = any(
-        module.is_valid(number if module is not fodselsnummer else number.replace("-", "")) for module in _VALIDATORS
-    )
-    return _masked(match) if valid else match[0]
+def _masked_if_valid(match: re.Match, number) -> str:
+    """Mask the match when it is a valid id of `number`'s kind, whatever separator it was written with."""
+    separator = match["sep"] if match["sep"] in ("", "-", "+") or match["sep"].isalpha() else "-"
+    written = match["date"] + separator + match["rest"]
+    if number is fodselsnummer:
+        written = written.replace("-", "")
+    return _masked(match) if number.is_valid(written) else match[0]
 
 
 def _ascii_words(key: str) -> list[str]:

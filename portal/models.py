@@ -99,13 +99,13 @@ class WebhookEvent(db.Model):
     occurred_at_raw: Mapped[str | None] = mapped_column(String(64))  # the time as sent, when it was unusable
     received_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     body: Mapped[str] = mapped_column(Text)
-    # The raw body's hash: under hmac-sha256 (which signs nothing but the body) a body seen before is a
-    # replay, whatever unsigned id header it comes with.
-    body_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
+    # Under hmac-sha256 (which signs nothing but the body) the raw body's hash, unique: a body seen before is
+    # a replay, whatever unsigned id header it comes with, also when two arrive at once.
+    body_sha256: Mapped[str | None] = mapped_column(String(64), index=True, unique=True)
     headers: Mapped[str] = mapped_column(Text, default="{}")
     scheme: Mapped[str] = mapped_column(String(40))
     secret_index: Mapped[int] = mapped_column(Integer)
-    source_ip: Mapped[str | None] = mapped_column(String(64))
+    source_ip: Mapped[str | None] = mapped_column(String(64), index=True)
 
 
 class RejectedDelivery(db.Model):
@@ -117,6 +117,9 @@ class RejectedDelivery(db.Model):
     at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, index=True)
     reason: Mapped[str] = mapped_column(String(255))
     source_ip: Mapped[str | None] = mapped_column(String(64), index=True)
+    # From an address that has delivered verified events: the service itself. Such samples (a secret
+    # rotated on one side only) are never evicted to make room for strangers' junk.
+    known_sender: Mapped[bool] = mapped_column(default=False, server_default="0")
     signature_headers: Mapped[str] = mapped_column(Text, default="{}")
     body_head: Mapped[str] = mapped_column(Text, default="")
 

@@ -27,9 +27,14 @@ SHIPPED_SECRETS = frozenset(
 )
 SANDBOX_CLIENT_ID = "demo-client"
 KEY_BITS = 256  # PORTAL_SECRET_KEY and PORTAL_INDEX_KEY: 32 bytes of entropy
+# The estimate of a random string's bits wobbles around its true value (zlib squeezes a random hex string by
+# a few bytes): a 32-byte secret written as hex or base64 must pass, so the bar sits a little below.
+KEY_BITS_ESTIMATED = 240
 WEBHOOK_SECRET_BYTES = 24
 MIN_DISTINCT = 10  # fewer different characters than this is a pattern, not a random string
 ZLIB_OVERHEAD = 8  # bytes of header and checksum around zlib's compressed data
+SEQUENCE_SHARE = 0.5  # a random string steps to a neighbour one time in five at most (hex); a pattern nearly always
+KEYBOARD_ROWS = (b"qwertyuiop", b"asdfghjkl", b"zxcvbnm", b"1234567890", b"qwertzuiop", b"azertyuiop", b"yxcvbnm")
 _CLASSES = (string.ascii_lowercase, string.ascii_uppercase, string.digits)
 GENERATE = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
 
@@ -45,14 +50,29 @@ def estimated_bits(text: str) -> float:
     alphabet = sum(len(chars) for chars in _CLASSES if any(char in chars for char in text))
     if any(not char.isalnum() or not char.isascii() for char in text):
         alphabet += 33  # punctuation and everything else
+    if is_sequence(text.encode()):
+        return 0.0
     squeezed = len(zlib.compress(text.encode(), 9)) - ZLIB_OVERHEAD
     return min(len(text), squeezed) * math.log2(alphabet)
+
+
+def is_sequence(data: bytes) -> bool:
+    """Whether most of `data` walks an alphabet or a keyboard row ("abc…", "qwerty…", bytes 0, 1, 2…)."""
+    steps = sum(1 for before, after in zip(data, data[1:], strict=False) if _follows(before, after))
+    return steps > SEQUENCE_SHARE * max(len(data) - 1, 1)
+
+
+def _follows(before: int, after: int) -> bool:
+    if abs(after - before) <= 1:  # "abcd", "9876", "aaaa", bytes(range(32))
+        return True
+    pair = bytes((before, after)).lower()
+    return any(pair in row or pair[::-1] in row for row in KEYBOARD_ROWS)
 
 
 def key_problem(name: str, value: str) -> str | None:
     if value in SHIPPED_SECRETS:
         return f"{name} is a value published in the repository; generate one: {GENERATE}"
-    if estimated_bits(value) < KEY_BITS:
+    if estimated_bits(value) < KEY_BITS_ESTIMATED:
         return f"{name} has less than 32 bytes of entropy; generate one: {GENERATE}"
     return None
 
@@ -60,13 +80,14 @@ def key_problem(name: str, value: str) -> str | None:
 def webhook_secret_problem(secret: str, scheme: str) -> str | None:
     name = "FLOW_WEBHOOK_SECRETS"
     if secret in SHIPPED_SECRETS:
-        return f"{name} holds the sandbox's published demo secret; use the secret the Flow Service gave you"
+        return f"{name} holds a published secret (the sandbox's or an example's); use the one the Flow Service gave you"
     if scheme == "standard-webhooks":
         try:
             raw = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
         except (ValueError, binascii.Error):
             return f"{name}: a secret is not whsec_ followed by base64"
-        if len(raw) < WEBHOOK_SECRET_BYTES or len(set(raw)) < MIN_DISTINCT:
+        squeezed = len(zlib.compress(raw, 9)) - ZLIB_OVERHEAD
+        if min(len(raw), squeezed) < WEBHOOK_SECRET_BYTES or len(set(raw)) < MIN_DISTINCT or is_sequence(raw):
             return f"{name}: a secret is shorter than {WEBHOOK_SECRET_BYTES} random bytes"
     elif estimated_bits(secret) < WEBHOOK_SECRET_BYTES * 8:
         return f"{name}: a secret is shorter than {WEBHOOK_SECRET_BYTES} random bytes"

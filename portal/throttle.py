@@ -22,8 +22,9 @@ log = logging.getLogger(__name__)
 # locks the account out for everyone, so they are a ceiling on distributed guessing, not the first line).
 SIGN_IN_PER_ACCOUNT_AND_ADDRESS = "5/minute;20/hour"
 SIGN_IN_PER_ACCOUNT = "10/minute;100/hour"
-# An office behind one address signs many people in; the address limit only stops a spray of names.
-SIGN_IN_PER_ADDRESS = "30/minute;200/hour"
+# Per network (IPv4 /24, IPv6 /64: one sender has all of it as easily as one address). An office behind
+# one network signs many people in; this limit only stops a spray of names.
+SIGN_IN_PER_NETWORK = "60/minute;600/hour"
 REJECTED_DELIVERIES_PER_NETWORK = "20/minute"
 STORE_TIMEOUT = 1.0  # seconds: an unreachable Redis must not hold a sign-in for long
 OUTAGE_REPORT_EVERY = 60.0  # seconds between log lines about an unreachable store
@@ -111,8 +112,8 @@ def network_of(address: str) -> str:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return address
-    prefix = 24 if ip.version == 4 and not getattr(ip, "ipv4_mapped", None) else 64
-    return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
+    ip = getattr(ip, "ipv4_mapped", None) or ip  # ::ffff:203.0.113.5 is 203.0.113.5
+    return str(ipaddress.ip_network(f"{ip}/{24 if ip.version == 4 else 64}", strict=False))
 
 
 def client_address() -> str:
@@ -127,12 +128,12 @@ def _account_key(username: str) -> str:
 def count_sign_in_attempt(username: str) -> int:
     """Count a sign-in attempt before its password is checked; the seconds to wait when over a limit, else 0.
 
-    Counted per address, then per account from this address, then per account from anywhere; an attempt
+    Counted per network, then per account from this address, then per account from anywhere; an attempt
     one of them refuses is not counted by the next.
     """
     limits, address, account = throttle(), client_address(), _account_key(username)
     checks = (
-        ("sign-in-address", SIGN_IN_PER_ADDRESS, address),
+        ("sign-in-network", SIGN_IN_PER_NETWORK, network_of(address)),
         ("sign-in-account-address", SIGN_IN_PER_ACCOUNT_AND_ADDRESS, f"{account}|{address}"),
         ("sign-in-account", SIGN_IN_PER_ACCOUNT, account),
     )

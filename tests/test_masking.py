@@ -215,6 +215,12 @@ def test_keys_not_naming_a_national_id(key):
         ("SE811218-9876 / NO15108695088 / ID131052-308T", "SE811218-•••• / NO151086••••• / ID131052-••••"),
         ("fnr15108695088, LOAN-811218-9876", "fnr151086•••••, LOAN-811218-••••"),
         ("person 151086-95088", "person 151086-•••••"),
+        # any dash, the minus sign, a no-break space, / . _ as the separator
+        ("811218\u20139876 811218\u20119876 811218\u22129876", "811218\u2013•••• 811218\u2011•••• 811218\u2212••••"),
+        ("811218/9876, 151086.95088, 811218_9876", "811218/••••, 151086.•••••, 811218_••••"),
+        ("151086\u00a095088 and 131052\u2013308T", "151086\u00a0••••• and 131052\u2013••••"),
+        # glued on both sides to letters
+        ("ref811218-9876abc SE811218-9876A LOAN-811218-9876B", "ref811218-••••abc SE811218-••••A LOAN-811218-••••B"),
     ],
 )
 def test_ids_inside_upstream_text_are_masked(upstream, shown):
@@ -236,11 +242,24 @@ def test_numbers_that_are_not_ids_stay_readable(upstream):
 
 
 def test_ids_sent_as_json_numbers_under_any_key_are_masked():
-    document = {"idNumber": 15108695088, "nationalIdNo": 198112189876, "amount": 1500, "count": 10**30}
+    document = {
+        "idNumber": 15108695088,
+        "nationalIdNo": 198112189876,
+        "score": 15108695088.0,
+        "exponent": 1.5108695088e10,
+        "customerNumber": 1019012480,  # 01019012480, its leading zero lost
+        "amount": 1500,
+        "ratio": 1.5,
+        "count": 10**30,
+    }
     assert mask_document(document) == {
         "idNumber": "151086•••••",
         "nationalIdNo": "•••••••••••",
+        "score": "151086•••••",
+        "exponent": "151086•••••",
+        "customerNumber": "010190•••••",
         "amount": 1500,
+        "ratio": 1.5,
         "count": 10**30,
     }
 

@@ -8,6 +8,7 @@ import json
 import logging
 import re
 import secrets
+import string
 import subprocess
 import sys
 import uuid
@@ -110,6 +111,16 @@ def test_every_secret_value_written_in_the_repository_is_refused_in_production()
         ("PORTAL_SECRET_KEY", "0123456789abcdef" * 5, "PORTAL_SECRET_KEY"),
         ("PORTAL_SECRET_KEY", "change-me-to-a-long-random-string" * 2, "PORTAL_SECRET_KEY"),
         ("PORTAL_METRICS_TOKEN", "metrics-token-0123456789abcdef", "PORTAL_METRICS_TOKEN"),
+        ("PORTAL_SECRET_KEY", string.ascii_letters, "PORTAL_SECRET_KEY"),
+        (
+            "PORTAL_SECRET_KEY",
+            string.ascii_uppercase + string.ascii_lowercase + string.digits + "+/",
+            "PORTAL_SECRET_KEY",
+        ),
+        ("PORTAL_INDEX_KEY", "qwertyuiopasdfghjklzxcvbnm1234567890QWERTYUIOP", "PORTAL_INDEX_KEY"),
+        ("PORTAL_METRICS_TOKEN", string.ascii_letters, "PORTAL_METRICS_TOKEN"),
+        ("FLOW_WEBHOOK_SECRETS", "whsec_" + base64.b64encode(b"0123456789" * 3).decode(), "FLOW_WEBHOOK_SECRETS"),
+        ("FLOW_WEBHOOK_SECRETS", "whsec_" + base64.b64encode(bytes(range(32))).decode(), "FLOW_WEBHOOK_SECRETS"),
         ("FLOW_WEBHOOK_SECRETS", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "FLOW_WEBHOOK_SECRETS"),
         ("PORTAL_INDEX_KEY", "change-me-to-another-long-random-string", "PORTAL_INDEX_KEY"),
         ("FLOW_WEBHOOK_SECRETS", "whsec_" + base64.b64encode(b"x").decode(), "FLOW_WEBHOOK_SECRETS"),
@@ -120,6 +131,21 @@ def test_every_secret_value_written_in_the_repository_is_refused_in_production()
 )
 def test_weak_or_known_secrets_are_refused_in_production(setting, value, named):
     assert named in refusal(**{setting: value})
+
+
+@pytest.mark.parametrize(
+    "generate",
+    [lambda: secrets.token_urlsafe(48), lambda: secrets.token_hex(32)],
+    ids=["token_urlsafe(48)", "token_hex(32)"],
+)
+def test_a_32_byte_random_key_is_accepted_however_written(generate):
+    for _ in range(200):
+        key = generate()
+        assert load_settings(production(PORTAL_SECRET_KEY=key, PORTAL_INDEX_KEY=generate())), key
+
+
+def test_an_alphabet_as_hmac_secret_is_refused():
+    assert "24 random bytes" in refusal(FLOW_WEBHOOK_SCHEME="hmac-sha256", FLOW_WEBHOOK_SECRETS=string.ascii_letters)
 
 
 def test_a_one_character_hmac_secret_is_refused():
@@ -325,8 +351,11 @@ def test_refused_attempts_do_not_spend_the_hour(make_app):
 def test_attempts_are_counted_per_address_across_accounts(make_app):
     app = make_app(WTF_CSRF_ENABLED=False, RATELIMIT_ENABLED=True)
     client = app.test_client()
-    answers = [sign_in(client, f"name-{number}", password="guess").status_code for number in range(31)]
-    assert answers == [200] * 30 + [429]
+    answers = []
+    for number in range(61):
+        client.environ_base["REMOTE_ADDR"] = f"198.51.100.{number % 200 + 1}"  # one /24: one network
+        answers.append(sign_in(client, f"name-{number}", password="guess").status_code)
+    assert answers == [200] * 60 + [429]
 
 
 def test_failures_are_audited(make_app):
@@ -496,12 +525,11 @@ def hmac_app(make_app):
     return make_app(FLOW_WEBHOOK_SCHEME="hmac-sha256", FLOW_WEBHOOK_SECRETS=HMAC_SECRET)
 
 
-def hmac_delivery(client, payload: dict):
+def hmac_delivery(client, payload: dict, id_header: str | None = None):
     body = json.dumps(payload).encode()
-    signature = hmac.new(HMAC_SECRET.encode(), body, hashlib.sha256).hexdigest()
-    return client.post(
-        "/webhooks/flow", data=body, headers={"X-Flow-Signature": signature, "content-type": "application/json"}
-    )
+    headers = {"X-Flow-Signature": hmac.new(HMAC_SECRET.encode(), body, hashlib.sha256).hexdigest()}
+    headers |= {"content-type": "application/json"} | ({"X-Flow-Event-Id": id_header} if id_header else {})
+    return client.post("/webhooks/flow", data=body, headers=headers)
 
 
 def test_an_hmac_event_replayed_after_pruning_stays_a_duplicate(make_app):
@@ -593,8 +621,9 @@ def test_a_created_flow_is_an_audit_row_without_the_full_id(signed_in, app):
     assert "15108695088" not in entry.target and "151086" in entry.target
 
 
-def test_the_flask_command_refuses_a_env_file_above_the_working_directory(tmp_path):
-    (tmp_path / ".env").write_text("FLOW_TOKEN_URL=http://127.0.0.1:9/steal\n")
+@pytest.mark.parametrize("skip", ["", "FLASK_SKIP_DOTENV=1\n"])
+def test_the_flask_command_refuses_a_env_file_above_the_working_directory(tmp_path, skip):
+    (tmp_path / ".env").write_text(skip + "FLOW_TOKEN_URL=http://127.0.0.1:9/steal\n")
     working = tmp_path / "work"
     working.mkdir()
     env = bare_environment(tmp_path)
@@ -607,3 +636,81 @@ def test_the_flask_command_refuses_a_env_file_above_the_working_directory(tmp_pa
         f"portal: configuration error: the flask command read {tmp_path / '.env'}, above the working directory; "
         "move it into the working directory or remove it (a stray file there could redirect a secret)"
     ]
+
+
+def test_a_national_id_typed_as_a_username_is_never_stored_or_shown(make_app):
+    app = make_app(WTF_CSRF_ENABLED=False)
+    sign_in(app.test_client(), "15108695088", password="guess")
+    with app.app_context():
+        entry = db.session.query(AuditEntry).filter_by(action="sign_in_failed").one()
+        assert entry.username == "151086•••••"
+
+
+def test_replays_of_one_hmac_body_racing_with_other_id_headers_store_it_once(make_app, database_url, serve):
+    app = make_app(database=database_url, FLOW_WEBHOOK_SCHEME="hmac-sha256", FLOW_WEBHOOK_SECRETS=HMAC_SECRET)
+    url = serve(app) + "/webhooks/flow"
+    body = json.dumps({"type": "flow.status_changed", "flowId": "f-race", "status": "Opened"}).encode()
+    signature = hmac.new(HMAC_SECRET.encode(), body, hashlib.sha256).hexdigest()
+
+    def deliver(number):
+        headers = {"X-Flow-Signature": signature, "content-type": "application/json", "X-Flow-Event-Id": f"id-{number}"}
+        return requests.post(url, data=body, headers=headers, timeout=30).json()["status"]
+
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(deliver, range(20)))
+    assert answers.count("stored") == 1 and answers.count("duplicate") == 19
+    with app.app_context():
+        assert db.session.query(WebhookEvent).count() == 1
+
+
+def test_hmac_events_stored_before_the_upgrade_are_replays_after_it(make_app):
+    from flask_migrate import downgrade, upgrade
+    from sqlalchemy import text
+
+    app = hmac_app(make_app)
+    payload = {"id": "before-upgrade", "type": "flow.status_changed", "status": "Opened"}
+    body = json.dumps(payload)
+    with app.app_context():
+        downgrade(revision="0004_mask_policy")
+        insert = text(
+            "INSERT INTO webhook_events (event_id, body, headers, scheme, secret_index, received_at)"
+            " VALUES ('before-upgrade', :body, '{}', 'hmac-sha256', 0, CURRENT_TIMESTAMP)"
+        )
+        db.session.execute(insert, {"body": body})
+        db.session.execute(text(insert.text.replace("'before-upgrade'", "'replayed-before'")), {"body": body})
+        db.session.commit()
+        upgrade()
+    replay = hmac_delivery(app.test_client(), payload | {}, id_header="a-new-id")
+    assert replay.get_json()["status"] == "duplicate"
+
+
+def test_the_services_own_rejections_outlive_a_flood_from_strangers(make_app):
+    app = make_app(FLOW_WEBHOOK_SECRETS=SECRET, RATELIMIT_ENABLED=True, PORTAL_REJECTED_KEEP="10")
+    service = app.test_client()
+    service.environ_base["REMOTE_ADDR"] = "192.0.2.10"
+    body = json.dumps({"type": "flow.status_changed", "data": {"flowId": "f-1"}}).encode()
+    assert service.post("/webhooks/flow", data=body, headers=signed(body)).status_code == 200
+    wrong = signed(body) | {"webhook-signature": "v1," + base64.b64encode(b"0" * 32).decode()}
+    assert service.post("/webhooks/flow", data=body, headers=wrong).status_code == 401
+    for number in range(50):  # fifty networks, a junk delivery each
+        stranger = app.test_client()
+        stranger.environ_base["REMOTE_ADDR"] = f"203.0.{number}.1"
+        stranger.post("/webhooks/flow", data=b"junk")
+    with app.app_context():
+        kept = [row.source_ip for row in db.session.query(RejectedDelivery)]
+    assert len(kept) == 10 and "192.0.2.10" in kept
+
+
+@pytest.mark.parametrize(
+    ("address", "network"),
+    [
+        ("203.0.113.7", "203.0.113.0/24"),
+        ("::ffff:203.0.113.7", "203.0.113.0/24"),
+        ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+        ("not an address", "not an address"),
+    ],
+)
+def test_senders_are_limited_per_network(address, network):
+    from portal.throttle import network_of
+
+    assert network_of(address) == network

@@ -14,6 +14,7 @@ from ..auth_setup import begin_session, end_session, staff_sso
 from ..extensions import db
 from ..forms import ConfirmForm, LoginForm
 from ..i18n import LANGUAGES
+from ..masking import mask_text
 from ..models import User, utc_now
 from ..throttle import ThrottleUnavailable, client_address, count_sign_in_attempt, signed_in_well
 
@@ -91,7 +92,7 @@ def login():
         metrics.count_sign_in("success")
         return _start_session(user, form.next.data, "password")
     metrics.count_sign_in("failed")
-    record_audit(username[:80], "sign_in_failed", "password")
+    record_audit(mask_text(username)[:80], "sign_in_failed", "password")  # a national id typed as a name
     current_app.logger.info("failed sign-in for %r from %r", username[:80], client_address())
     flash(_("Wrong username or password, or the account is disabled."), "danger")
     return render_template("auth/login.html", form=form)

@@ -85,7 +85,7 @@ def record_event(
             occurred_at_raw=clean_text(fields.timestamp, 64) if occurred_at is None else None,
             # Valid UTF-8 JSON, so it holds no surrogate and no raw NUL (JSON escapes them as ASCII).
             body=body.decode("utf-8"),
-            body_sha256=body_hash(body),
+            body_sha256=body_hash(body) if verified.scheme == "hmac-sha256" else None,
             headers=json.dumps(headers),  # ASCII: json escapes whatever a header carried
             scheme=verified.scheme,
             secret_index=verified.secret_index,
@@ -135,10 +135,14 @@ def record_rejection(reason: str, source_ip: str | None, headers: dict, body_hea
     the most samples gives up its oldest.
     """
     source = (source_ip or "")[:64] or None
+    known = source is not None and bool(
+        db.session.scalar(select(select(WebhookEvent.id).where(WebhookEvent.source_ip == source).exists()))
+    )
     db.session.add(
         RejectedDelivery(
             reason=clean_text(reason, 255) or "unknown",
             source_ip=source,
+            known_sender=known,
             signature_headers=json.dumps(headers),
             body_head=body_head[:BODY_HEAD_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd"),
         )
@@ -148,15 +152,26 @@ def record_rejection(reason: str, source_ip: str | None, headers: dict, body_hea
         RejectedDelivery.source_ip.is_(None) if source is None else RejectedDelivery.source_ip == source
     )
     if db.session.scalar(select(func.count(RejectedDelivery.id))) > keep:
-        busiest = (
-            select(RejectedDelivery.source_ip)
-            .group_by(RejectedDelivery.source_ip)
-            .order_by(func.count(RejectedDelivery.id).desc())
-            .limit(1)
-        )
-        oldest = select(func.min(RejectedDelivery.id)).where(RejectedDelivery.source_ip.in_(busiest))
-        db.session.execute(delete(RejectedDelivery).where(RejectedDelivery.id == oldest.scalar_subquery()))
+        _evict_one()
     db.session.commit()
+
+
+def _evict_one() -> None:
+    """Make room: the oldest sample of the address with the most, strangers before the service itself."""
+    for strangers_only in (True, False):
+        busiest = select(RejectedDelivery.source_ip).group_by(RejectedDelivery.source_ip)
+        if strangers_only:
+            busiest = busiest.where(RejectedDelivery.known_sender.is_(False))
+        busiest = busiest.order_by(func.count(RejectedDelivery.id).desc()).limit(1)
+        oldest = db.session.scalar(
+            select(func.min(RejectedDelivery.id)).where(
+                RejectedDelivery.source_ip.in_(busiest),
+                RejectedDelivery.known_sender.is_(False) if strangers_only else True,
+            )
+        )
+        if oldest is not None:
+            db.session.execute(delete(RejectedDelivery).where(RejectedDelivery.id == oldest))
+            return
 
 
 def _drop_oldest_beyond(same_source) -> None:
