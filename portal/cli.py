@@ -45,6 +45,7 @@ keys = AppGroup("keys", help="Key pairs for the self-signed JWT (seed §5.3).")
 events = AppGroup("events", help="Stored webhook events: retention, export, test deliveries.")
 flows = AppGroup("flows", help="The flow index: the portal's own read model of every flow.")
 PROGRESS_EVERY = 10  # pages between progress lines on a terminal
+MAX_AGE = timedelta(days=36500)  # --older-than: a century, far inside what a date can go back
 
 
 def _settings():
@@ -264,7 +265,10 @@ def _age(value: str) -> timedelta:
     if not match:
         raise click.BadParameter("use a number with d, h or m, e.g. 90d")
     amount, unit = int(match[1]), match[2]
-    return timedelta(**{"d": {"days": amount}, "h": {"hours": amount}, "m": {"minutes": amount}}[unit])
+    age = timedelta(**{"d": {"days": amount}, "h": {"hours": amount}, "m": {"minutes": amount}}[unit])
+    if age > MAX_AGE:
+        raise click.BadParameter(f"at most {MAX_AGE.days}d")
+    return age
 
 
 @events.command("prune")
@@ -281,9 +285,10 @@ def _since(value: str | None) -> datetime | None:
         return None
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+        return moment.astimezone(timezone.utc)  # also proves it is a moment a database can hold
+    except (ValueError, OverflowError):
         raise click.BadParameter("use an ISO 8601 date or time, e.g. 2026-11-01T00:00:00Z") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 EXPORT_COLUMNS = ("event_id", "type", "flow_id", "received_at", "body")

@@ -233,7 +233,9 @@ class RejectedFilterForm(FlaskForm):
 
     kind = SelectField(_l("Reason"), default="")
     source = StringField(
-        _l("From address"), validators=[Optional(), Length(max=64), printable], render_kw={"spellcheck": "false"}
+        _l("From (address or network)"),
+        validators=[Optional(), Length(max=64), printable],
+        render_kw={"spellcheck": "false"},
     )
 
     def __init__(self, kinds: tuple[str, ...], **kwargs):

@@ -8,9 +8,9 @@ so the mask tells a reader no more than the birth date does. Pure functions, no 
 import re
 import unicodedata
 
+from stdnum import luhn
 from stdnum.fi import hetu
 from stdnum.no import fodselsnummer
-from stdnum.se import personnummer
 
 MASK = "•"
 EMPTY = "—"
@@ -30,10 +30,11 @@ _ID_SHAPES = tuple(
 
 # Ids inside free text. Standing alone (not glued to letters or digits), a separator form and 11 digits (also
 # written DDMMYY NNNNN or with another separator) are always masked; a bare 10 or 12 digit run only when it is
-# a valid personnummer, so that timestamps and amounts stay readable. Glued to letters ("NO15108695088",
+# a valid Swedish number, so that timestamps and amounts stay readable. Glued to letters ("NO15108695088",
 # "ref811218-9876abc") an id is masked when it is a valid one, so hashes and UUIDs keep their digits.
-# Separators: hyphen and plus, every Unicode dash and the minus sign, no-break space, space, / . and _.
-_SEP = "[-+\u2010-\u2015\u2212\u00a0 /._]"
+# A separator is one to three of: hyphen, plus, any Unicode dash or minus, any space (no-break, thin, zero
+# width, tab), / . and _.
+_SEP = "[-+\u2010-\u2015\u2212\u00a0\u2000-\u200b\u202f\u205f\u3000\t /._]{1,3}"
 _ALONE_BEFORE = r"(?<![0-9A-Za-z])"
 _ALONE_AFTER = r"(?![0-9A-Za-z])"
 _SEPARATED_IN_TEXT = re.compile(
@@ -43,23 +44,47 @@ _SEPARATED_IN_TEXT = re.compile(
     re.ASCII | re.IGNORECASE,
 )
 _NORWEGIAN_IN_TEXT = re.compile(
-    _ALONE_BEFORE + rf"(?P<date>[0-9]{{6}})(?P<sep>{_SEP}?)(?P<rest>[0-9]{{5}})" + _ALONE_AFTER, re.ASCII
+    _ALONE_BEFORE + rf"(?P<date>[0-9]{{6}})(?P<sep>(?:{_SEP})?)(?P<rest>[0-9]{{5}})" + _ALONE_AFTER, re.ASCII
 )
 _SWEDISH_DIGITS_IN_TEXT = re.compile(
     _ALONE_BEFORE + r"(?P<date>[0-9]{6}|[0-9]{8})(?P<sep>)(?P<rest>[0-9]{4})" + _ALONE_AFTER, re.ASCII
 )
+_SWEDISH_ISO_DATE_IN_TEXT = re.compile(  # 1981-12-18-9876: the birth date written as a date
+    rf"(?<![0-9])(?P<date>(?:19|20)[0-9]{{2}}-[0-9]{{2}}-[0-9]{{2}})(?P<sep>{_SEP})(?P<rest>[0-9]{{4}})(?![0-9])",
+    re.ASCII,
+)
+
+
+def _swedish(number: str) -> bool:
+    """A valid personnummer or samordningsnummer (day + 60), written with any separator."""
+    digits = "".join(char for char in number if char.isdigit())[-10:]
+    if len(digits) != 10 or not luhn.is_valid(digits):
+        return False
+    month, day = int(digits[2:4]), int(digits[4:6])
+    return 1 <= month <= 12 and (1 <= day <= 31 or 61 <= day <= 91)
+
+
+def _norwegian(number: str) -> bool:
+    return fodselsnummer.is_valid("".join(char for char in number if char.isdigit()))
+
+
+def _finnish(number: str) -> bool:
+    return hetu.is_valid(number[:6] + number[-5:])
+
+
 # Glued: each shape with the check that tells an id from digits that merely look like one.
 _GLUED_IN_TEXT = (
-    (re.compile(rf"(?<![0-9])(?P<date>[0-9]{{6}})(?P<sep>{_SEP}?)(?P<rest>[0-9]{{5}})(?![0-9])"), fodselsnummer),
+    (re.compile(rf"(?<![0-9])(?P<date>[0-9]{{6}})(?P<sep>(?:{_SEP})?)(?P<rest>[0-9]{{5}})(?![0-9])"), _norwegian),
     (
-        re.compile(rf"(?<![0-9])(?P<date>[0-9]{{6}}|[0-9]{{8}})(?P<sep>{_SEP}?)(?P<rest>[0-9]{{4}})(?![0-9])"),
-        personnummer,
+        re.compile(rf"(?<![0-9])(?P<date>[0-9]{{6}}|[0-9]{{8}})(?P<sep>(?:{_SEP})?)(?P<rest>[0-9]{{4}})(?![0-9])"),
+        _swedish,
     ),
+    (_SWEDISH_ISO_DATE_IN_TEXT, _swedish),
     (
         re.compile(
             r"(?<![0-9])(?P<date>[0-9]{6})(?P<sep>[-+A-FU-Y])(?P<rest>[0-9]{3}[0-9A-Y])(?![0-9])", re.IGNORECASE
         ),
-        hetu,
+        _finnish,
     ),
 )
 
@@ -75,6 +100,8 @@ _ID_KEY_NAMES = frozenset(
         "socialsecurityno",
         "personnummer",
         "personnr",
+        "samordningsnummer",
+        "coordinationnumber",
         "personnumber",
         "personalnumber",
         "personalidnumber",
@@ -114,8 +141,8 @@ def mask_text(text):
     text = _SEPARATED_IN_TEXT.sub(_masked, text)
     text = _NORWEGIAN_IN_TEXT.sub(_masked, text)
     text = _SWEDISH_DIGITS_IN_TEXT.sub(_masked_if_personnummer, text)
-    for pattern, number in _GLUED_IN_TEXT:
-        text = pattern.sub(lambda match, number=number: _masked_if_valid(match, number), text)
+    for pattern, valid in _GLUED_IN_TEXT:
+        text = pattern.sub(lambda match, valid=valid: _masked_if_valid(match, valid), text)
     return text
 
 
@@ -163,16 +190,12 @@ def _masked(match: re.Match) -> str:
 
 
 def _masked_if_personnummer(match: re.Match) -> str:
-    return _masked(match) if personnummer.is_valid(match[0]) else match[0]
+    return _masked(match) if _swedish(match[0]) else match[0]
 
 
-def _masked_if_valid(match: re.Match, number) -> str:
-    """Mask the match when it is a valid id of `number`'s kind, whatever separator it was written with."""
-    separator = match["sep"] if match["sep"] in ("", "-", "+") or match["sep"].isalpha() else "-"
-    written = match["date"] + separator + match["rest"]
-    if number is fodselsnummer:
-        written = written.replace("-", "")
-    return _masked(match) if number.is_valid(written) else match[0]
+def _masked_if_valid(match: re.Match, valid) -> str:
+    """Mask the match when `valid` says it is an id, whatever separator it was written with."""
+    return _masked(match) if valid(match[0]) else match[0]
 
 
 def _ascii_words(key: str) -> list[str]:

@@ -117,6 +117,7 @@ class RejectedDelivery(db.Model):
     at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, index=True)
     reason: Mapped[str] = mapped_column(String(255))
     source_ip: Mapped[str | None] = mapped_column(String(64), index=True)
+    network: Mapped[str | None] = mapped_column(String(64), index=True)  # IPv4 /24, IPv6 /64 of source_ip
     # From an address that has delivered verified events: the service itself. Such samples (a secret
     # rotated on one side only) are never evicted to make room for strangers' junk.
     known_sender: Mapped[bool] = mapped_column(default=False, server_default="0")
@@ -125,12 +126,15 @@ class RejectedDelivery(db.Model):
 
 
 class RejectionTally(db.Model):
-    """How many deliveries were refused, per kind of reason and source: counts that no flood can evict."""
+    """How many deliveries were refused, per kind of reason and sending network: counts no flood can evict.
+
+    Past TALLY_CAP rows the least recently seen networks are folded into one row per kind, OTHER_NETWORKS.
+    """
 
     __tablename__ = "rejection_tallies"
 
     kind: Mapped[str] = mapped_column(String(40), primary_key=True)
-    source_ip: Mapped[str] = mapped_column(String(64), primary_key=True)  # "" when the address is unknown
+    source_ip: Mapped[str] = mapped_column(String(64), primary_key=True)  # the network; "" when unknown
     count: Mapped[int] = mapped_column(Integer, default=0)
     first_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
     last_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, index=True)

@@ -4,6 +4,7 @@ sign-in throttling that workers do not share. Each rule answers one line naming 
 import base64
 import binascii
 import math
+import re
 import string
 import zlib
 
@@ -34,7 +35,13 @@ WEBHOOK_SECRET_BYTES = 24
 MIN_DISTINCT = 10  # fewer different characters than this is a pattern, not a random string
 ZLIB_OVERHEAD = 8  # bytes of header and checksum around zlib's compressed data
 SEQUENCE_SHARE = 0.5  # a random string steps to a neighbour one time in five at most (hex); a pattern nearly always
-KEYBOARD_ROWS = (b"qwertyuiop", b"asdfghjkl", b"zxcvbnm", b"1234567890", b"qwertzuiop", b"azertyuiop", b"yxcvbnm")
+KEYBOARD_LINES = (
+    *(b"qwertyuiop", b"asdfghjkl", b"zxcvbnm", b"1234567890", b"qwertzuiop", b"azertyuiop", b"yxcvbnm"),  # rows
+    *(b"1qaz", b"2wsx", b"3edc", b"4rfv", b"5tgb", b"6yhn", b"7ujm", b"8ik,", b"9ol.", b"0p;/"),  # columns
+)
+HEX_SQUEEZE = 0.70  # zlib writes random hex in about 0.78 of its length, seldom under 0.72
+WORD_GAPS = re.compile(r"[\s,.;:!?'\"()-]+")
+BITS_PER_WORD = 11  # as if drawn from 2,048 words: generous to a phrase, hard on a sentence
 _CLASSES = (string.ascii_lowercase, string.ascii_uppercase, string.digits)
 GENERATE = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
 
@@ -43,30 +50,40 @@ def estimated_bits(text: str) -> float:
     """An upper estimate of a random string's entropy: the bits of the alphabet it draws from, times its
     length once repetition is squeezed out ("0123456789" eight times is worth one "0123456789").
 
-    A string with few different characters ("aaaa…", "abab…") is not random whatever its alphabet: 0.
+    Nothing for a pattern: few different characters ("aaaa…", "abab…"), or steps that walk an alphabet, a
+    keyboard row or column, or a constant stride. Words count as words: a sentence is worth its word count.
     """
-    if len(set(text)) < MIN_DISTINCT:
+    data = text.encode()
+    if len(set(text)) < MIN_DISTINCT or is_sequence(data):
         return 0.0
+    squeezed = len(zlib.compress(data, 9)) - ZLIB_OVERHEAD
+    if set(text.lower()) <= set(string.hexdigits.lower()):
+        # zlib's gain on random hex is its 16-letter alphabet, already counted: only repetition is squeezed out
+        return min(len(text), squeezed / HEX_SQUEEZE) * 4
     alphabet = sum(len(chars) for chars in _CLASSES if any(char in chars for char in text))
     if any(not char.isalnum() or not char.isascii() for char in text):
         alphabet += 33  # punctuation and everything else
-    if is_sequence(text.encode()):
-        return 0.0
-    squeezed = len(zlib.compress(text.encode(), 9)) - ZLIB_OVERHEAD
-    return min(len(text), squeezed) * math.log2(alphabet)
+    bits = min(len(text), squeezed) * math.log2(alphabet)
+    words = [word for word in WORD_GAPS.split(text) if word.isalpha()]
+    if len(words) >= 4 and " " in text:  # a phrase: each word is one of some thousands, not letters at random
+        bits = min(bits, len(words) * BITS_PER_WORD)
+    return bits
 
 
 def is_sequence(data: bytes) -> bool:
-    """Whether most of `data` walks an alphabet or a keyboard row ("abc…", "qwerty…", bytes 0, 1, 2…)."""
-    steps = sum(1 for before, after in zip(data, data[1:], strict=False) if _follows(before, after))
-    return steps > SEQUENCE_SHARE * max(len(data) - 1, 1)
+    """Whether most of `data` walks an alphabet, a keyboard row or column, or keeps one stride (bytes 0, 2, 4…)."""
+    steps = [after - before for before, after in zip(data, data[1:], strict=False)]
+    walking = sum(
+        1
+        for index, step in enumerate(steps)
+        if abs(step) <= 1 or (index and step == steps[index - 1]) or _on_the_keyboard(data[index], data[index + 1])
+    )
+    return walking > SEQUENCE_SHARE * max(len(steps), 1)
 
 
-def _follows(before: int, after: int) -> bool:
-    if abs(after - before) <= 1:  # "abcd", "9876", "aaaa", bytes(range(32))
-        return True
+def _on_the_keyboard(before: int, after: int) -> bool:
     pair = bytes((before, after)).lower()
-    return any(pair in row or pair[::-1] in row for row in KEYBOARD_ROWS)
+    return any(pair in line or pair[::-1] in line for line in KEYBOARD_LINES)
 
 
 def key_problem(name: str, value: str) -> str | None:
@@ -77,9 +94,23 @@ def key_problem(name: str, value: str) -> str | None:
     return None
 
 
+def _decoded(secret: str) -> bytes | None:
+    """The key bytes of a whsec_ secret, however its base64 is written (padding bits, missing padding)."""
+    if not secret.startswith("whsec_"):
+        return None
+    body = secret.removeprefix("whsec_").rstrip("=")
+    try:
+        return base64.b64decode(body + "=" * (-len(body) % 4))
+    except (ValueError, binascii.Error):
+        return None
+
+
+SHIPPED_WEBHOOK_KEYS = frozenset(filter(None, map(_decoded, SHIPPED_SECRETS)))
+
+
 def webhook_secret_problem(secret: str, scheme: str) -> str | None:
     name = "FLOW_WEBHOOK_SECRETS"
-    if secret in SHIPPED_SECRETS:
+    if secret in SHIPPED_SECRETS or _decoded(secret) in SHIPPED_WEBHOOK_KEYS:
         return f"{name} holds a published secret (the sandbox's or an example's); use the one the Flow Service gave you"
     if scheme == "standard-webhooks":
         try:

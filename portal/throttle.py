@@ -28,6 +28,7 @@ SIGN_IN_PER_NETWORK = "60/minute;600/hour"
 REJECTED_DELIVERIES_PER_NETWORK = "20/minute"
 STORE_TIMEOUT = 1.0  # seconds: an unreachable Redis must not hold a sign-in for long
 OUTAGE_REPORT_EVERY = 60.0  # seconds between log lines about an unreachable store
+GENERATION_LIFETIME = 7 * 24 * 3600  # seconds an unlock is remembered: far longer than any sign-in window
 
 
 class ThrottleUnavailable(RuntimeError):
@@ -77,6 +78,21 @@ class Throttle:
             self._reported_at = now
             log.error("the throttling store is unreachable (%s): refusing %r", type(error).__name__, name)
 
+    def generation(self, key: str) -> int:
+        """How many times `key` was started afresh (`renew`): part of the keys counted for it."""
+        if not self.enabled:
+            return 0
+        try:
+            return int(self._storage.get(f"generation/{key}") or 0)
+        except Exception as error:
+            self._report_outage("generation", error)
+            raise ThrottleUnavailable("generation") from error
+
+    def renew(self, key: str) -> None:
+        """Start every count kept under `key`'s generation afresh, whatever address it was counted for."""
+        if self.enabled:
+            self._storage.incr(f"generation/{key}", GENERATION_LIFETIME)
+
     def forget(self, name: str, limits: str, key: str) -> None:
         """Start `key`'s count again (a successful sign-in clears the account's failures)."""
         if not self.enabled:
@@ -116,6 +132,18 @@ def network_of(address: str) -> str:
     return str(ipaddress.ip_network(f"{ip}/{24 if ip.version == 4 else 64}", strict=False))
 
 
+def network_named(text: str) -> str:
+    """The network an address or a network written by a person is in, as `network_of` names it."""
+    try:
+        return (
+            network_of(str(ipaddress.ip_network(text, strict=False).network_address))
+            if "/" in text
+            else network_of(text)
+        )
+    except ValueError:
+        return text
+
+
 def client_address() -> str:
     """The address the request came from (ProxyFix has put the client's there behind trusted proxies)."""
     return request.remote_addr or "unknown"
@@ -131,7 +159,9 @@ def count_sign_in_attempt(username: str) -> int:
     Counted per network, then per account from this address, then per account from anywhere; an attempt
     one of them refuses is not counted by the next.
     """
-    limits, address, account = throttle(), client_address(), _account_key(username)
+    limits, address = throttle(), client_address()
+    account = _account_key(username)
+    account = f"{account}#{limits.generation(account)}"  # `users unlock` starts every count of it afresh
     checks = (
         ("sign-in-network", SIGN_IN_PER_NETWORK, network_of(address)),
         ("sign-in-account-address", SIGN_IN_PER_ACCOUNT_AND_ADDRESS, f"{account}|{address}"),
@@ -146,10 +176,11 @@ def count_sign_in_attempt(username: str) -> int:
 
 def signed_in_well(username: str) -> None:
     """The right password from this address: its failures there start again."""
-    key = f"{_account_key(username)}|{client_address()}"
-    throttle().forget("sign-in-account-address", SIGN_IN_PER_ACCOUNT_AND_ADDRESS, key)
+    limits, account = throttle(), _account_key(username)
+    key = f"{account}#{limits.generation(account)}|{client_address()}"
+    limits.forget("sign-in-account-address", SIGN_IN_PER_ACCOUNT_AND_ADDRESS, key)
 
 
 def unlock_account(username: str) -> None:
-    """Let the account try from anywhere again at once, after a stranger spent its allowance."""
-    throttle().forget("sign-in-account", SIGN_IN_PER_ACCOUNT, _account_key(username))
+    """Let the account sign in again at once, from every address, after a stranger spent its allowance."""
+    throttle().renew(_account_key(username))

@@ -169,3 +169,16 @@ def test_users_changes_are_audited_as_the_command_line_user(cli_app):
         (me, "account.sign_out_everywhere", "ola", None),
         (me, "account.password", "ola", None),
     ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["events", "prune", "--older-than", "1000000d"],
+        ["events", "export", "--since", "9999-12-31T23:59:59-23:59"],
+        ["audit", "export", "--since", "9999-12-31T23:59:59-23:59"],
+    ],
+)
+def test_times_past_what_a_date_holds_are_a_clear_error(runner, args):
+    result = runner.invoke(args=args)
+    assert result.exit_code == 2 and "Invalid value" in result.output and "Traceback" not in result.output

@@ -151,6 +151,7 @@ def test_hundreds_of_ids_share_each_mask(number, country):
 # -- keys and text -------------------------------------------------------------------------------
 
 ID_KEYS = [
+    "samordningsnummer",
     "nationalId",
     "national_id",
     "nationalID",
@@ -221,6 +222,12 @@ def test_keys_not_naming_a_national_id(key):
         ("151086\u00a095088 and 131052\u2013308T", "151086\u00a0••••• and 131052\u2013••••"),
         # glued on both sides to letters
         ("ref811218-9876abc SE811218-9876A LOAN-811218-9876B", "ref811218-••••abc SE811218-••••A LOAN-811218-••••B"),
+        # several separator characters, thin and zero-width spaces, the birth date written as a date
+        ("151086  95088 / 811218 - 9876", "151086  ••••• / 811218 - ••••"),
+        ("151086\u202f95088 151086\u200b95088 131052\t308T", "151086\u202f••••• 151086\u200b••••• 131052\t••••"),
+        ("born 1981-12-18-9876", "born 1981-12-18-••••"),
+        # samordningsnummer: the day plus 60
+        ("8112789873 and 198112789873", "811278•••• and 19811278••••"),
     ],
 )
 def test_ids_inside_upstream_text_are_masked(upstream, shown):

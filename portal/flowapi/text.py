@@ -33,9 +33,8 @@ def safe_reason(text: Any, *, request_id: str | None = None) -> str | None:
     """Upstream words fit to show staff, or None; internals are logged (redacted) instead."""
     if not isinstance(text, str) or not text.strip():
         return None
-    cleaned = redact(_CONTROL.sub("", text)).strip()
+    cleaned = redact(" ".join(_CONTROL.sub("", text).split()))  # spaces made plain first, then ids masked
     if looks_internal(cleaned):
         log.warning("flowapi: upstream text withheld from staff (request %s): %.500r", request_id, cleaned)
         return None
-    cleaned = " ".join(cleaned.split())
     return cleaned if len(cleaned) <= MAX_REASON else cleaned[: MAX_REASON - 1] + "…"

@@ -19,6 +19,7 @@ from ..forms import AuditFilterForm, ConfirmForm, NewUserForm, RejectedFilterFor
 from ..models import RejectedDelivery, User, utc_now
 from ..paging import before_argument, newest_first
 from ..security import role_required
+from ..throttle import network_named
 from ..webhooks.schemes import REJECTION_KINDS
 from ..webhooks.store import rejected_samples, rejection_summary, rejection_tallies
 
@@ -161,14 +162,15 @@ def rejected():
     if not form.validate():
         return render_template("admin/rejected.html", form=form, summary=rejection_summary(), page=None), 400
     kind, source = form.kind.data or None, (form.source.data or "").strip() or None
+    network = network_named(source) if source else None
     args = {name: value for name, value in (("kind", kind), ("source", source)) if value}
     before = before_argument(request.args.get("before"))
-    page = newest_first(rejected_samples(source), RejectedDelivery, before, PAGE_SIZE)
+    page = newest_first(rejected_samples(network), RejectedDelivery, before, PAGE_SIZE)
     return render_template(
         "admin/rejected.html",
         form=form,
         summary=rejection_summary(),
-        tallies=rejection_tallies(kind, source, TALLY_ROWS),
+        tallies=rejection_tallies(kind, network, TALLY_ROWS),
         tally_rows=TALLY_ROWS,
         page=page,
         headers={row.id: json.loads(row.signature_headers or "{}") for row in page.rows},

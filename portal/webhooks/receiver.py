@@ -5,6 +5,8 @@ No sign-in and no CSRF here (the signature is the authentication); nothing else 
 
 import json
 import re
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 from flask import Blueprint, current_app, jsonify, request
@@ -34,6 +36,9 @@ _JSON_TOKEN = re.compile(rb'\\.|["\[\]{}]', re.DOTALL)  # an escape, a quote or 
 def make_blueprint(path: str) -> Blueprint:
     bp = Blueprint("webhooks", __name__)
     bp.add_url_rule(path, view_func=receive, methods=["POST"])
+    bp.record_once(
+        lambda state: state.app.extensions.setdefault("webhooks.rejection_log", _PerMinute(LOGGED_PER_MINUTE))
+    )
     csrf.exempt(receive)
     return bp
 
@@ -46,9 +51,10 @@ def _reject(status: int, public: str, kind: str, reason: str, body_head: bytes =
     """Count the rejection; keep a sample and log it unless this address's network has sent too many lately."""
     settings = current_app.extensions["portal.settings"]
     address = client_address()
-    tally_rejection(kind, address, reason)
+    network = network_of(address)
+    tally_rejection(kind, network, reason)
     try:
-        verdict = throttle().attempt("webhook-rejected", REJECTED_DELIVERIES_PER_NETWORK, network_of(address))
+        verdict = throttle().attempt("webhook-rejected", REJECTED_DELIVERIES_PER_NETWORK, network)
     except ThrottleUnavailable:
         metrics.count_webhook("rejected", kind)
         return _answer(status, {"error": public})  # counted above; no sample while the limit cannot be checked
@@ -59,9 +65,40 @@ def _reject(status: int, public: str, kind: str, reason: str, body_head: bytes =
         response[0].headers["Retry-After"] = str(verdict.retry_after)
         return response
     headers = signature_headers(request.headers, settings.webhook_scheme, settings.webhook_header)
-    record_rejection(reason, address, headers, body_head, settings.rejected_keep)
-    current_app.logger.warning("webhook rejected from %r: %r", address, reason)
+    record_rejection(reason, address, network, headers, body_head, settings.rejected_keep)
+    _log_rejection(address, reason)
     return _answer(status, {"error": public})
+
+
+def _log_rejection(address: str, reason: str) -> None:
+    """One warning per rejection, at most LOGGED_PER_MINUTE a minute whatever the number of networks."""
+    allowed, suppressed = current_app.extensions["webhooks.rejection_log"].take()
+    if suppressed:
+        current_app.logger.warning("%d more webhook rejections in the previous minute were not logged", suppressed)
+    if allowed:
+        current_app.logger.warning("webhook rejected from %r: %r", address, reason)
+
+
+class _PerMinute:
+    """A budget of `limit` events a minute in this process; says how many the last minute went without."""
+
+    def __init__(self, limit: int, clock=time.monotonic):
+        self.limit, self.clock = limit, clock
+        self.minute, self.used, self.over = -1, 0, 0
+        self.lock = threading.Lock()
+
+    def take(self) -> tuple[bool, int]:
+        with self.lock:
+            minute, reported = int(self.clock() // 60), 0
+            if minute != self.minute:
+                self.minute, self.used, reported, self.over = minute, 0, self.over, 0
+            self.used += 1
+            if self.used > self.limit:
+                self.over += 1
+            return self.used <= self.limit, reported
+
+
+LOGGED_PER_MINUTE = 60
 
 
 def _read_body(limit: int) -> bytes | None:

@@ -15,6 +15,7 @@ from sqlalchemy.orm import aliased
 
 from ..extensions import db
 from ..flowapi.models import parse_timestamp
+from ..masking import mask_document, mask_text
 from ..models import FlowRecord, PrunedEvent, RejectedDelivery, RejectionTally, UtcDateTime, WebhookEvent
 from ..paging import KeysetPage, newest_first
 from .schemes import Verified
@@ -22,6 +23,10 @@ from .shape import EventFields
 
 BODY_HEAD_BYTES = 4096
 SAMPLES_PER_SOURCE = 20  # rejected deliveries kept per sending address
+TALLY_CAP = 10_000  # rejection counts kept per (kind, network); the least recent beyond are folded together
+TALLY_FOLD = 100  # rows allowed past the cap before folding, so that folding is not paid on every rejection
+OTHER_NETWORKS = "other networks"
+_CUT_DIGITS = re.compile(r"[0-9][^A-Za-z\"'{}\[\],:]{0,20}$")  # digits (and separators) running into a cut
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 # A day inside what a datetime holds, so that every time zone can still show the moment.
@@ -111,24 +116,70 @@ def event_document(event: WebhookEvent):
     return json.loads(_SURROGATE.sub("\ufffd", text)) if _SURROGATE.search(text) else document
 
 
-def tally_rejection(kind: str, source_ip: str | None, reason: str) -> None:
-    """Count one rejection of `kind` from `source_ip`: one row per pair, so no volume can push another out."""
+def sample_of(body: bytes) -> str:
+    """The start of a refused body as kept for admins, national ids masked.
+
+    A body that is whole JSON is masked as a document (id keys, escaped spaces); a cut one loses the digits
+    at the cut, which could be the start of an id the mask cannot recognise any more.
+    """
+    text = body[:BODY_HEAD_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+    if len(body) <= BODY_HEAD_BYTES:
+        try:
+            return json.dumps(mask_document(json.loads(text)), ensure_ascii=False)
+        except (ValueError, RecursionError):
+            return mask_text(text)
+    return mask_text(_CUT_DIGITS.sub("", text))
+
+
+def tally_rejection(kind: str, network: str | None, reason: str) -> None:
+    """Count one rejection of `kind` from `network`: one row per pair, so no volume can push another out."""
     table = RejectionTally.__table__
     insert = postgresql_insert if db.session.get_bind().dialect.name == "postgresql" else sqlite_insert
     now = datetime.now(timezone.utc)
     reason = clean_text(reason, 255) or "unknown"
     statement = insert(table).values(
-        kind=kind, source_ip=(source_ip or "")[:64], count=1, first_at=now, last_at=now, last_reason=reason
+        kind=kind, source_ip=(network or "")[:64], count=1, first_at=now, last_at=now, last_reason=reason
     )
     statement = statement.on_conflict_do_update(
         index_elements=[table.c.kind, table.c.source_ip],
         set_={"count": table.c.count + 1, "last_at": now, "last_reason": reason},
     )
     db.session.execute(statement)
+    if db.session.scalar(select(func.count()).select_from(RejectionTally)) > TALLY_CAP + TALLY_FOLD:
+        _fold_oldest_tallies(insert)
     db.session.commit()
 
 
-def record_rejection(reason: str, source_ip: str | None, headers: dict, body_head: bytes, keep: int) -> None:
+def _fold_oldest_tallies(insert) -> None:
+    """Keep TALLY_CAP rows: the least recently seen networks' counts go into one OTHER_NETWORKS row per kind."""
+    table = RejectionTally.__table__
+    cutoff = select(RejectionTally.last_at).order_by(RejectionTally.last_at.desc()).offset(TALLY_CAP).limit(1)
+    old = and_(RejectionTally.last_at <= cutoff.scalar_subquery(), RejectionTally.source_ip != OTHER_NETWORKS)
+    folded = (
+        select(
+            RejectionTally.kind,
+            func.sum(RejectionTally.count),
+            func.min(RejectionTally.first_at),
+            func.max(RejectionTally.last_at),
+        )
+        .where(old)
+        .group_by(RejectionTally.kind)
+    )
+    for kind, count, first_at, last_at in db.session.execute(folded).all():
+        statement = insert(table).values(
+            kind=kind, source_ip=OTHER_NETWORKS, count=count, first_at=first_at, last_at=last_at, last_reason=""
+        )
+        db.session.execute(
+            statement.on_conflict_do_update(
+                index_elements=[table.c.kind, table.c.source_ip], set_={"count": table.c.count + count}
+            )
+        )
+    db.session.execute(delete(RejectionTally).where(old))
+
+
+def record_rejection(
+    reason: str, source_ip: str | None, network: str | None, headers: dict, body_head: bytes, keep: int
+) -> None:
     """Keep a sample of the rejection for admins: the newest SAMPLES_PER_SOURCE per address, `keep` in all.
 
     A flood from one address only replaces that address's own samples; past `keep`, the address with
@@ -142,9 +193,10 @@ def record_rejection(reason: str, source_ip: str | None, headers: dict, body_hea
         RejectedDelivery(
             reason=clean_text(reason, 255) or "unknown",
             source_ip=source,
+            network=(network or "")[:64] or None,
             known_sender=known,
             signature_headers=json.dumps(headers),
-            body_head=body_head[:BODY_HEAD_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd"),
+            body_head=sample_of(body_head),
         )
     )
     db.session.flush()
@@ -211,21 +263,21 @@ def rejection_summary() -> list[KindSummary]:
     ]
 
 
-def rejection_tallies(kind: str | None, source: str | None, limit: int) -> list[RejectionTally]:
-    """Rejection counts by kind and address, most recent first, for one kind and one address when given."""
+def rejection_tallies(kind: str | None, network: str | None, limit: int) -> list[RejectionTally]:
+    """Rejection counts by kind and network, most recent first, for one kind and one network when given."""
     query = select(RejectionTally)
     if kind:
         query = query.where(RejectionTally.kind == kind)
-    if source:
-        query = query.where(RejectionTally.source_ip == source)
+    if network:
+        query = query.where(RejectionTally.source_ip == network)
     query = query.order_by(RejectionTally.last_at.desc(), RejectionTally.kind, RejectionTally.source_ip)
     return list(db.session.scalars(query.limit(limit)))
 
 
-def rejected_samples(source: str | None) -> Select:
-    """The kept samples of refused deliveries, from one address when given."""
+def rejected_samples(network: str | None) -> Select:
+    """The kept samples of refused deliveries, from one network when given."""
     query = select(RejectedDelivery)
-    return query.where(RejectedDelivery.source_ip == source) if source else query
+    return query.where(RejectedDelivery.network == network) if network else query
 
 
 def events_for_flow(flow_id: str, reference_id: str | None) -> list[WebhookEvent]:

@@ -25,7 +25,9 @@ def upgrade():
 
     with op.batch_alter_table('rejected_deliveries', schema=None) as batch_op:
         batch_op.add_column(sa.Column('known_sender', sa.Boolean(), nullable=False, server_default=sa.false()))
+        batch_op.add_column(sa.Column('network', sa.String(length=64), nullable=True))
         batch_op.create_index('ix_rejected_deliveries_source_ip', ['source_ip'], unique=False)
+        batch_op.create_index('ix_rejected_deliveries_network', ['network'], unique=False)
 
     with op.batch_alter_table('webhook_events', schema=None) as batch_op:
         batch_op.add_column(sa.Column('body_sha256', sa.String(length=64), nullable=True))
@@ -88,7 +90,9 @@ def downgrade():
         batch_op.drop_index('ix_webhook_events_source_ip')
         batch_op.drop_column('body_sha256')
     with op.batch_alter_table('rejected_deliveries', schema=None) as batch_op:
+        batch_op.drop_index('ix_rejected_deliveries_network')
         batch_op.drop_index('ix_rejected_deliveries_source_ip')
+        batch_op.drop_column('network')
         batch_op.drop_column('known_sender')
     with op.batch_alter_table('users', schema=None) as batch_op:
         batch_op.drop_column('session_version')
