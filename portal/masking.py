@@ -35,8 +35,9 @@ _ID_SHAPES = tuple(
 # A separator is one to three of: hyphen, plus, any Unicode dash or minus, any space (no-break, thin, zero
 # width, tab), / . and _.
 _SEP = "[-+\u2010-\u2015\u2212\u00a0\u2000-\u200b\u202f\u205f\u3000\t /._]{1,3}"
-_ALONE_BEFORE = r"(?<![0-9A-Za-z])"
-_ALONE_AFTER = r"(?![0-9A-Za-z])"
+# Not glued to letters, digits or a hyphen: a UUID's groups ("81387407-781e-…") are no id by shape alone.
+_ALONE_BEFORE = r"(?<![0-9A-Za-z-])"
+_ALONE_AFTER = r"(?![0-9A-Za-z-])"
 _SEPARATED_IN_TEXT = re.compile(
     _ALONE_BEFORE
     + rf"(?P<date>[0-9]{{6}}|[0-9]{{8}})(?P<sep>{_SEP}|(?<=[0-9]{{6}})[A-FU-Y])(?P<rest>[0-9]{{3}}[0-9A-Y])"

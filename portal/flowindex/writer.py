@@ -135,7 +135,16 @@ class IndexWriter:
             except Exception:  # the index is a cache of what the service says: `flows sync` repairs a lost write
                 log.exception("flow index: %d updates could not be written", len(jobs))
             finally:
-                db.session.remove()
+                _discard_session()
+
+
+def _discard_session() -> None:
+    """End the thread's session; on a lost connection even its rollback fails, and the pool replaces it."""
+    try:
+        db.session.remove()
+    except Exception as error:
+        log.warning("flow index: the database connection was lost (%s)", type(error).__name__)
+        db.session.registry.clear()
 
 
 def _timeless(observation: Observation) -> Observation:
