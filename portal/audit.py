@@ -14,11 +14,11 @@ from .masking import mask_document
 from .models import AuditEntry
 from .paging import KeysetPage, newest_first
 
-EXPORT_COLUMNS = ("at", "username", "action", "target", "source_ip")
+EXPORT_COLUMNS = ("at", "username", "action", "target", "source_ip", "purpose")
 EXPORT_FORMATS = {"csv": "text/csv", "jsonl": "application/x-ndjson"}
 
 
-def record_audit(username: str, action: str, target: str, *, commit: bool = True) -> None:
+def record_audit(username: str, action: str, target: str, *, purpose: str | None = None, commit: bool = True) -> None:
     """Commit the entry before anything is shown: no record, no reveal.
 
     With `commit=False` the entry joins the caller's transaction, so a change and its record are
@@ -30,6 +30,7 @@ def record_audit(username: str, action: str, target: str, *, commit: bool = True
             action=action,
             target=target,
             source_ip=request.remote_addr if has_request_context() else None,
+            purpose=purpose,
         )
     )
     if commit:
@@ -86,7 +87,10 @@ def audit_actions() -> list[str]:
 
 def export_audit(filters: AuditFilter, fmt: str) -> Iterator[str]:
     """The entries `filters` matches as CSV (with a header) or JSON lines, oldest first, in chunks of text."""
-    rows = ((entry.at, entry.username, entry.action, entry.target, entry.source_ip) for entry in iter_audit(filters))
+    rows = (
+        (entry.at, entry.username, entry.action, entry.target, entry.source_ip, entry.purpose)
+        for entry in iter_audit(filters)
+    )
     if fmt == "csv":
         return csv_chunks(EXPORT_COLUMNS, rows)
     return (_json_line(row) for row in rows)

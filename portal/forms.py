@@ -2,6 +2,7 @@
 
 from urllib.parse import urlsplit
 
+from flask import current_app, flash
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
@@ -13,7 +14,15 @@ from .accounts import MIN_PASSWORD
 from .flowindex.observations import CONSENT_STATUSES, LIFECYCLES
 from .listing import PAGE_SIZES
 from .models import ROLES
-from .nationalid import NUMBERS, NationalIdProblem, validate_national_id
+from .nationalid import (
+    NUMBERS,
+    NationalIdProblem,
+    birth_date_of,
+    example_synthetic_ids,
+    infer_country,
+    is_synthetic,
+    validate_national_id,
+)
 
 
 def printable(form, field) -> None:
@@ -52,6 +61,36 @@ class ConfirmForm(FlaskForm):
     """A form with nothing but its CSRF token, for POST-only actions (sign out, reveal)."""
 
 
+class RevealForm(FlaskForm):
+    """Why a national id is revealed: one of the configured purposes, or another said in words."""
+
+    purpose = SelectField(_l("Purpose"), validators=[DataRequired(message=_l("Choose why you need the full id."))])
+    detail = StringField(
+        _l("Details"),
+        validators=[Optional(), Length(max=150), printable],
+        description=_l("Required for “Other”: e.g. the case or ticket number."),
+    )
+
+    def __init__(self, purposes: tuple[str, ...], **kwargs):
+        super().__init__(**kwargs)
+        self.purpose.choices = [("", _("Choose a purpose")), *((purpose, purpose) for purpose in purposes)]
+        self.purpose.choices.append((OTHER_PURPOSE, _("Other")))
+
+    def validate_detail(self, field) -> None:
+        if self.purpose.data == OTHER_PURPOSE and not (field.data or "").strip():
+            raise ValidationError(_("Say why in a few words."))
+
+    @property
+    def stated_purpose(self) -> str:
+        """The purpose as recorded: the choice, and the words given with it."""
+        detail = (self.detail.data or "").strip()
+        chosen = str(_("Other")) if self.purpose.data == OTHER_PURPOSE else self.purpose.data
+        return f"{chosen}: {detail}"[:255] if detail else chosen
+
+
+OTHER_PURPOSE = "other"
+
+
 class CreateFlowForm(FlaskForm):
     country = SelectField(_l("Country"))
     national_id = StringField(
@@ -81,14 +120,52 @@ class CreateFlowForm(FlaskForm):
         super().__init__(**kwargs)
         self.country.choices = [SelectChoice(code, COUNTRY_NAMES[code]) for code in countries]
         self.country.description = " · ".join(f"{COUNTRY_NAMES[code]}: {NUMBERS[code][2]}" for code in countries)
+        self.production = current_app.extensions["portal.settings"].environment == "production"
+        # The test environment offers the official synthetic identities to pick from.
+        self.synthetic_examples = (
+            [] if self.production else [(code, number) for code in countries for number in example_synthetic_ids(code)]
+        )
+        self.birth_date = None  # read from a valid number, shown for a visual check
+        if self.country.data not in countries and (guess := infer_country(self.national_id.data)) in countries:
+            self.country.data = guess  # preselect the country the number's shape says
 
     def validate_national_id(self, field) -> None:
-        if self.country.data not in NUMBERS:
+        country = self.country.data
+        if country not in NUMBERS:
             return  # the country field reports its own error
         try:
-            field.data = validate_national_id(self.country.data, field.data or "")
+            field.data = validate_national_id(country, field.data or "")
         except NationalIdProblem as problem:
+            looks_like = infer_country(field.data)
+            if looks_like and looks_like != country:
+                raise ValidationError(
+                    _(
+                        "This number looks like a %(name)s from %(country)s, not %(chosen)s: "
+                        "choose %(country)s or check the number.",
+                        name=NUMBERS[looks_like][1],
+                        country=COUNTRY_NAMES[looks_like],
+                        chosen=COUNTRY_NAMES[country],
+                    )
+                ) from None
             raise ValidationError(str(problem)) from None
+        self.birth_date = birth_date_of(country, field.data)
+        self._guard_test_identity(country, field.data)
+
+    def _guard_test_identity(self, country: str, number: str) -> None:
+        """Synthetic ids never reach production; a real-looking one in a test environment is pointed out."""
+        synthetic = is_synthetic(country, number)
+        if self.production and synthetic:
+            raise ValidationError(
+                _("This is a synthetic test identity; the production service needs a real person's number.")
+            )
+        if not self.production and not synthetic:
+            flash(
+                _(
+                    "The national id looks like a real person's number. This is a test environment: "
+                    "use a synthetic test identity (listed on the create form) unless the person agreed to take part."
+                ),
+                "warning",
+            )
 
 
 ROLE_NAMES = {

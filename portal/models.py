@@ -79,6 +79,7 @@ class AuditEntry(db.Model):
     action: Mapped[str] = mapped_column(String(40))
     target: Mapped[str] = mapped_column(String(255), index=True)
     source_ip: Mapped[str | None] = mapped_column(String(64))
+    purpose: Mapped[str | None] = mapped_column(String(255))  # why personal data was looked at (a reveal)
 
 
 class WebhookEvent(db.Model):

@@ -81,6 +81,10 @@ class Settings:
     redis_prefix: str
     trusted_hosts: tuple[str, ...]
     event_retention_days: int
+    rejected_retention_days: int  # 0: kept forever (the retention settings below alike)
+    audit_retention_days: int
+    gone_flow_retention_days: int
+    reveal_purposes: tuple[str, ...]
 
     @property
     def create_countries(self) -> list[str]:
@@ -254,6 +258,22 @@ def _staff_sso(read: _Reader) -> tuple[str | None, str | None, str | None]:
     )
 
 
+DEFAULT_REVEAL_PURPOSES = "Customer contact,Identity check,Complaint handling,Fraud investigation"
+
+
+def _reveal_purposes(read: _Reader) -> tuple[str, ...]:
+    """Why staff may reveal a national id: a short list (free text is always offered beside it)."""
+    raw = read.text("PORTAL_REVEAL_PURPOSES", DEFAULT_REVEAL_PURPOSES)
+    purposes = tuple(dict.fromkeys(part.strip() for part in raw.split(",") if part.strip()))
+    if (
+        not purposes
+        or len(purposes) > 20
+        or any(len(purpose) > 80 or not purpose.isprintable() for purpose in purposes)
+    ):
+        raise SettingsError("PORTAL_REVEAL_PURPOSES must be 1-20 comma-separated purposes of at most 80 characters")
+    return purposes
+
+
 def _key_prefix(read: _Reader) -> str:
     prefix = read.text("PORTAL_REDIS_PREFIX", "flow-portal")
     if not re.fullmatch(r"[A-Za-z0-9._:-]{1,64}", prefix):
@@ -345,7 +365,13 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         session_max_seconds=3600 * read.number("PORTAL_SESSION_MAX_HOURS", 10, 1, 24 * 7),
         redis_prefix=_key_prefix(read),
         trusted_hosts=_trusted_hosts(read, public_url),
+        # Also the replay window of hmac-sha256 events, so never 0 (forever): 36500 keeps them a century.
         event_retention_days=read.number("PORTAL_EVENT_RETENTION_DAYS", 90, 1, 36500),
+        rejected_retention_days=read.number("PORTAL_REJECTED_RETENTION_DAYS", 30, 0, 36500),
+        # The audit log is the evidence of who saw personal data: ten years unless a policy says otherwise.
+        audit_retention_days=read.number("PORTAL_AUDIT_RETENTION_DAYS", 3650, 0, 36500),
+        gone_flow_retention_days=read.number("PORTAL_GONE_FLOW_RETENTION_DAYS", 90, 0, 36500),
+        reveal_purposes=_reveal_purposes(read),
     )
     if settings.environment == "production":
         problems = production_problems(settings, workers=read.number("PORTAL_WORKERS", None, 1, 1024))

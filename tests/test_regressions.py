@@ -37,7 +37,7 @@ def test_an_event_at_the_ends_of_the_calendar_breaks_no_page(app, sandbox, signe
     staff = signed_in("operator")
     page = staff.get(f"/flows/{flow['flowId']}")
     assert page.status_code == 200 and "flow.status_changed" in page.text
-    assert staff.post(f"/flows/{flow['flowId']}/reveal").status_code == 200
+    assert staff.post(f"/flows/{flow['flowId']}/reveal", data={"purpose": "Identity check"}).status_code == 302
     events = staff.get(f"/events?flow={flow['flowId']}")
     assert events.status_code == 200
     row = events.text.split('href="/events/')[1].split('"')[0]

@@ -269,15 +269,41 @@ def test_reveal_is_for_operators_and_is_audited(app, signed_in, sandbox):
     assert "Reveal" not in viewer.get(f"/flows/{flow_id}").text
     assert viewer.post(f"/flows/{flow_id}/reveal").status_code == 403
     operator = signed_in("operator")
-    page = operator.post(f"/flows/{flow_id}/reveal")
+    refused = operator.post(f"/flows/{flow_id}/reveal")
+    assert refused.status_code == 400 and "Choose why you need the full id" in refused.text
+    assert "15108695088" not in refused.text
+    page = operator.post(f"/flows/{flow_id}/reveal", data={"purpose": "Identity check"}, follow_redirects=True)
     assert page.status_code == 200 and "15108695088" in page.text
+    assert page.request.path == f"/flows/{flow_id}/reveal"
+    again = operator.get(f"/flows/{flow_id}/reveal")
+    assert again.status_code == 200 and "15108695088" in again.text, "a reload within the window"
+    assert "no-store" in again.headers["Cache-Control"]
     assert "15108695088" not in operator.get(f"/flows/{flow_id}").text
     with app.app_context():
         entries = db.session.query(AuditEntry).filter(AuditEntry.action.not_like("sign_%")).all()
-        assert [(entry.username, entry.action, entry.target) for entry in entries] == [
-            ("operator-user", "reveal_national_id", flow_id)
-        ]
+        assert [(entry.username, entry.action, entry.target, entry.purpose) for entry in entries] == [
+            ("operator-user", "reveal_national_id", flow_id, "Identity check")
+        ], "one record, however often the page is reloaded"
     assert flow_id in signed_in("admin").get("/admin/audit").text
+
+
+def test_another_purpose_needs_words_and_the_reload_window_ends(app, signed_in, sandbox):
+    flow_id = sandbox.create()["flowId"]
+    operator = signed_in("operator")
+    vague = operator.post(f"/flows/{flow_id}/reveal", data={"purpose": "other"})
+    assert vague.status_code == 400 and "Say why in a few words" in vague.text
+    stated = {"purpose": "other", "detail": "Court order 2026-117"}
+    assert operator.post(f"/flows/{flow_id}/reveal", data=stated).status_code == 302
+    clock = app.extensions["portal.clock"]
+    app.extensions["portal.clock"] = lambda: clock() + 301
+    try:
+        later = operator.get(f"/flows/{flow_id}/reveal")
+    finally:
+        app.extensions["portal.clock"] = clock
+    assert later.status_code == 302 and later.headers["Location"] == f"/flows/{flow_id}"
+    with app.app_context():
+        [entry] = db.session.query(AuditEntry).filter_by(action="reveal_national_id").all()
+    assert entry.purpose == "Other: Court order 2026-117"
 
 
 def test_unknown_flow_is_a_404_page(signed_in):
@@ -487,7 +513,9 @@ def test_the_audit_log_records_the_client_behind_a_trusted_proxy(make_app, sandb
     client = app.test_client()
     sign_in(client, make_user_for(app))
     flow_id = sandbox.create()["flowId"]
-    client.post(f"/flows/{flow_id}/reveal", headers={"X-Forwarded-For": "203.0.113.9"})
+    client.post(
+        f"/flows/{flow_id}/reveal", data={"purpose": "Identity check"}, headers={"X-Forwarded-For": "203.0.113.9"}
+    )
     with app.app_context():
         reveals = db.session.query(AuditEntry).filter_by(action="reveal_national_id").all()
         assert [entry.source_ip for entry in reveals] == [expected]

@@ -35,10 +35,11 @@ from ..flowindex.search import (
 from ..flowindex.status import status_of_detail, status_of_record, statuses_of_page
 from ..flowindex.store import index_record
 from ..flowsearch import SearchQuery, read_search, wants_index
-from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm
+from ..forms import CreateFlowForm, FlowSearchForm, RevealForm
 from ..listing import DEFAULT_LIMIT, FLOW_ID, ListQuery, navigate, parse_list_query
 from ..masking import mask_national_id
 from ..models import utc_now
+from ..reveals import grant_reveal, reveal_is_fresh
 from ..security import role_required
 from ..submissions import SubmissionInProgress, claim_submission, forget_submission, settle_submission
 from ..webhooks.store import events_for_flow, left_out_by_reference
@@ -194,7 +195,7 @@ def _sandbox_consent_url(flow) -> str | None:
     return None
 
 
-def _render_detail(flow_id: str, revealed: bool = False):
+def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm | None = None):
     flow = flow_client().get_flow(_valid_flow_id(flow_id))
     saw_detail(flow)
     events = events_for_flow(flow.flow_id, flow.reference_id)
@@ -206,7 +207,7 @@ def _render_detail(flow_id: str, revealed: bool = False):
         consent_url=_sandbox_consent_url(flow),
         events=events,
         left_out=left_out_by_reference(flow.flow_id, flow.reference_id),
-        reveal_form=ConfirmForm(),
+        reveal_form=reveal_form or RevealForm(settings().reveal_purposes, formdata=None),
     )
 
 
@@ -221,14 +222,26 @@ def detail(flow_id: str):
     return _render_detail(flow_id)
 
 
-@bp.post("/<flow_id>/reveal")
+@bp.route("/<flow_id>/reveal", methods=["GET", "POST"])
 @role_required("operator")
 def reveal(flow_id: str):
-    """Show the full national id once; who saw it and when goes to the audit log."""
-    if not ConfirmForm().validate_on_submit():
-        abort(400)
-    record_audit(current_user.username, "reveal_national_id", _valid_flow_id(flow_id))
-    return _render_detail(flow_id, revealed=True)
+    """Show the full national id for a stated purpose; who, when and why go to the audit log.
+
+    The POST records the reveal and redirects here: within REVEAL_WINDOW the page can be reloaded
+    without a second record (the browser keeps nothing: every page is `no-store`).
+    """
+    flow_id = _valid_flow_id(flow_id)
+    if request.method == "GET":
+        if reveal_is_fresh(flow_id):
+            return _render_detail(flow_id, revealed=True)
+        flash(_("State a purpose to see the full national id again."), "info")
+        return redirect(url_for("flows.detail", flow_id=flow_id))
+    form = RevealForm(settings().reveal_purposes)
+    if not form.validate_on_submit():
+        return _render_detail(flow_id, reveal_form=form), 400
+    record_audit(current_user.username, "reveal_national_id", flow_id, purpose=form.stated_purpose)
+    grant_reveal(flow_id)
+    return redirect(url_for("flows.reveal", flow_id=flow_id))
 
 
 @bp.route("/new", methods=["GET", "POST"])
