@@ -1,4 +1,4 @@
-"""Command-line groups on `flask --app portal`: users, audit, keys, check, events, flows."""
+"""Command-line groups on `flask --app portal`: users, audit, keys, check, events, flows, retention."""
 
 import getpass
 import hashlib
@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import uuid
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -34,9 +35,10 @@ from .csvexport import csv_chunks
 from .extensions import db
 from .flowapi import FlowApiError, InsufficientScope, TokenRequestRefused, Unauthorized, UpstreamProtocolError
 from .flowapi.auth import MIN_KEY_BITS
-from .flowindex.sync import ALL, ARCHIVED, CURRENT, SyncLocked, SyncReport, SyncStopped, run_sync
+from .flowindex.sync import ALL, ARCHIVED, CURRENT, LeaseLost, SyncLocked, SyncReport, SyncStopped, run_sync
 from .masking import mask_document
 from .models import ROLES, User
+from .retention import RetentionLocked, apply_retention, under_lease
 from .webhooks.store import event_document, iter_events, prune_events
 
 users = AppGroup("users", help="Manage staff accounts; every change is audited as cli:<your user name>.")
@@ -44,6 +46,7 @@ audit = AppGroup("audit", help="The audit log: who saw personal data or changed 
 keys = AppGroup("keys", help="Key pairs for the self-signed JWT (seed §5.3).")
 events = AppGroup("events", help="Stored webhook events: retention, export, test deliveries.")
 flows = AppGroup("flows", help="The flow index: the portal's own read model of every flow.")
+retention = AppGroup("retention", help="Remove records older than their PORTAL_*_RETENTION_DAYS setting.")
 PROGRESS_EVERY = 10  # pages between progress lines on a terminal
 MAX_AGE = timedelta(days=36500)  # --older-than: a century, far inside what a date can go back
 
@@ -274,10 +277,11 @@ def _age(value: str) -> timedelta:
 @events.command("prune")
 @click.option("--older-than", "older_than", required=True, help="Age such as 90d, 12h or 30m.")
 def prune(older_than: str):
-    """Delete events received longer ago than --older-than (a retention policy)."""
+    """Delete events received longer ago than --older-than: `retention apply` for events alone, at this age."""
     cutoff = datetime.now(timezone.utc) - _age(older_than)
-    removed = prune_events(cutoff)
-    click.echo(f"removed {removed} event(s) received before {cutoff.isoformat(timespec='seconds')}")
+    with _retention_errors():
+        removed = under_lease(lambda renew: prune_events(cutoff, between=renew))
+        click.echo(f"removed {removed} event(s) received before {cutoff.isoformat(timespec='seconds')}")
 
 
 def _since(value: str | None) -> datetime | None:
@@ -397,6 +401,27 @@ def _print_progress(report: SyncReport) -> None:
         click.echo(f"so far: {report.progress()}")
 
 
+# -- retention ---------------------------------------------------------------------------------
+
+
+@contextmanager
+def _retention_errors():
+    try:
+        yield
+    except RetentionLocked as locked:
+        click.echo(str(locked))  # another instance is doing the work: not a failure
+    except LeaseLost:
+        raise click.ClickException("retention stopped: another run took the lock over (this one stalled)") from None
+
+
+@retention.command("apply")
+def apply_retention_settings():
+    """Remove each kind of record older than its setting; one run at a time across instances (cron-safe)."""
+    with _retention_errors():
+        for removed in apply_retention(_settings()).values():
+            click.echo(removed.line())
+
+
 def init_app(app: Flask) -> None:
-    for command in (users, audit, keys, events, flows, check):
+    for command in (users, audit, keys, events, flows, retention, check):
         app.cli.add_command(command)

@@ -119,6 +119,14 @@ def database_url(request, tmp_path, postgres_run_url) -> str:
 
 
 @pytest.fixture
+def postgres_database(postgres_run_url) -> str:
+    """An emptied PostgreSQL database, for what only PostgreSQL can show (races between instances)."""
+    if not postgres_run_url:
+        service_missing("PostgreSQL is not configured", POSTGRES_VARIABLE)
+    return empty_postgres(postgres_run_url)
+
+
+@pytest.fixture
 def redis_url() -> str:
     """A reachable Redis (default db 15 on the local server); each test uses keys unique to it."""
     import redis

@@ -3,11 +3,11 @@
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import Select, and_, delete, func, insert, literal, or_, select
+from sqlalchemy import Select, and_, delete, func, literal, or_, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -426,18 +426,32 @@ def body_hash(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
-def prune_events(older_than: datetime) -> int:
-    """Delete events received before `older_than`, keeping their ids and body hashes: a replay stays a duplicate."""
-    old = WebhookEvent.received_at < older_than
+def prune_events(older_than: datetime, batch: int = 1000, between: Callable[[], None] | None = None) -> int:
+    """Delete events received before `older_than`, keeping their ids and body hashes: a replay stays a duplicate.
+
+    `batch` events per transaction, so a first run over years of events holds no lock for long; `between`
+    is called after each (retention renews its lease there).
+    """
     now = literal(datetime.now(timezone.utc), UtcDateTime)
     hashed = ("sha256:" + WebhookEvent.body_sha256).label("event_id")
-    for kept in (WebhookEvent.event_id, hashed):
-        not_kept_yet = ~select(PrunedEvent.event_id).where(PrunedEvent.event_id == kept).exists()
-        rows = select(kept, now).where(old, kept.is_not(None), not_kept_yet).distinct()
-        db.session.execute(insert(PrunedEvent).from_select(["event_id", "pruned_at"], rows))
-    result = db.session.execute(delete(WebhookEvent).where(old))
-    db.session.commit()
-    return result.rowcount
+    # A run that overlaps another (its lease expired while it stalled) finds some ids kept already: no error.
+    upsert = postgresql_insert if db.session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    removed = 0
+    while True:
+        old = select(WebhookEvent.id).where(WebhookEvent.received_at < older_than).order_by(WebhookEvent.id)
+        ids = list(db.session.scalars(old.limit(batch)))
+        chosen = WebhookEvent.id.in_(ids)
+        for kept in (WebhookEvent.event_id, hashed):
+            not_kept_yet = ~select(PrunedEvent.event_id).where(PrunedEvent.event_id == kept).exists()
+            rows = select(kept, now).where(chosen, kept.is_not(None), not_kept_yet).distinct()
+            keep = upsert(PrunedEvent).from_select(["event_id", "pruned_at"], rows)
+            db.session.execute(keep.on_conflict_do_nothing(index_elements=[PrunedEvent.event_id]))
+        removed += db.session.execute(delete(WebhookEvent).where(chosen)).rowcount
+        db.session.commit()
+        if len(ids) < batch:
+            return removed
+        if between:
+            between()
 
 
 def was_pruned(event_id: str) -> bool:
