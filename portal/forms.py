@@ -21,6 +21,7 @@ from .nationalid import (
     example_synthetic_ids,
     infer_country,
     is_synthetic,
+    is_valid,
     validate_national_id,
 )
 
@@ -76,9 +77,12 @@ class RevealForm(FlaskForm):
         self.purpose.choices = [("", _("Choose a purpose")), *((purpose, purpose) for purpose in purposes)]
         self.purpose.choices.append((OTHER_PURPOSE, _("Other")))
 
-    def validate_detail(self, field) -> None:
-        if self.purpose.data == OTHER_PURPOSE and not (field.data or "").strip():
-            raise ValidationError(_("Say why in a few words."))
+    def validate(self, extra_validators=None) -> bool:
+        valid = super().validate(extra_validators)
+        if self.purpose.data == OTHER_PURPOSE and not (self.detail.data or "").strip():  # Optional() skips it
+            self.detail.errors = [*self.detail.errors, _("Say why in a few words.")]
+            return False
+        return valid
 
     @property
     def stated_purpose(self) -> str:
@@ -126,8 +130,6 @@ class CreateFlowForm(FlaskForm):
             [] if self.production else [(code, number) for code in countries for number in example_synthetic_ids(code)]
         )
         self.birth_date = None  # read from a valid number, shown for a visual check
-        if self.country.data not in countries and (guess := infer_country(self.national_id.data)) in countries:
-            self.country.data = guess  # preselect the country the number's shape says
 
     def validate_national_id(self, field) -> None:
         country = self.country.data
@@ -137,7 +139,7 @@ class CreateFlowForm(FlaskForm):
             field.data = validate_national_id(country, field.data or "")
         except NationalIdProblem as problem:
             looks_like = infer_country(field.data)
-            if looks_like and looks_like != country:
+            if looks_like and looks_like != country and is_valid(looks_like, field.data):
                 raise ValidationError(
                     _(
                         "This number looks like a %(name)s from %(country)s, not %(chosen)s: "

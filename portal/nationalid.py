@@ -1,5 +1,8 @@
 """National ids as staff type them: validated for the chosen country with python-stdnum."""
 
+import re
+from datetime import date
+
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from stdnum.exceptions import InvalidChecksum, InvalidComponent, InvalidFormat, InvalidLength, ValidationError
@@ -26,9 +29,9 @@ class NationalIdProblem(ValueError):
 
 def validate_national_id(country: str, value: str) -> str:
     """The compact form of a valid number for `country`, or NationalIdProblem saying what is wrong."""
-    module, name, example = NUMBERS[country]
+    _module, name, example = NUMBERS[country]
     try:
-        return module.validate(value.strip())
+        return _validate(country, value.strip())
     except ValidationError as error:
         reason = next((text for kind, text in PROBLEMS if isinstance(error, kind)), _l("it is not valid"))
         raise NationalIdProblem(
@@ -39,3 +42,115 @@ def validate_national_id(country: str, value: str) -> str:
                 example=example,
             )
         ) from None
+
+
+# -- shape, birth date and the test-id guardrail ----------------------------------------------------------
+
+# What each country's number looks like, typed by a person: Norway 11 digits (DDMMYY NNNCC), Sweden 10 or 12
+# digits with an optional - or + (YYMMDD-NNNN, YYYYMMDD-NNNN), Finland DDMMYY + century sign + NNN + check.
+SHAPES = (
+    ("no", re.compile(r"\d{6} ?\d{5}")),
+    ("se", re.compile(r"(?:\d{2})?\d{6}[-+]?\d{4}")),
+    ("fi", re.compile(r"\d{6}[-+A-FU-Y]\d{3}[0-9A-Y]", re.IGNORECASE)),
+)
+_FI_CENTURY = {"+": 1800, **dict.fromkeys("-YXWVU", 1900), **dict.fromkeys("ABCDEF", 2000)}
+
+# Sweden has no synthetic series by shape: Skatteverket publishes a list of test personnummer ("formally
+# correct, never assigned to a real person", open data at skatteverket.se). A few of them, 12 digits:
+SWEDISH_TEST_NUMBERS = frozenset(
+    {
+        "191212121212",
+        "194408139089",
+        "199006022397",
+        "199107172380",
+        "199610202385",
+        "190104132386",
+        "200001052380",
+        "199312172381",
+        "195711212893",
+        "197912309296",
+    }
+)
+EXAMPLES = {
+    # Tenor (Skatteetaten's synthetic population): month + 80; the first two are published by Skatteetaten.
+    "no": ("16822548834", "11812448848"),
+    "se": ("19121212-1212", "19900602-2397", "20000105-2380"),
+    # Finland: individual numbers 900–999 are never given to people (temporary and test identities).
+    "fi": ("010190-900P", "150505A9034", "311299-998D"),
+}
+
+
+def infer_country(value: str | None) -> str | None:
+    """The country whose number shape `value` has; of several shapes, the one it is valid for."""
+    candidate = (value or "").strip()
+    shaped = [country for country, shape in SHAPES if shape.fullmatch(candidate)]
+    valid = [country for country in shaped if is_valid(country, candidate)]
+    return (valid or shaped or [None])[0]
+
+
+def birth_date_of(country: str, value: str) -> date | None:
+    """The birth date a valid number of `country` says, or None."""
+    try:
+        number = _validate(country, value.strip())
+    except ValidationError:
+        return None
+    return _birth_date(country, number)
+
+
+def is_synthetic(country: str, value: str) -> bool:
+    """A valid number from the official test series of `country` (never a real person's)."""
+    try:
+        number = _validate(country, value.strip())
+    except ValidationError:
+        return False
+    if country == "no":
+        return 81 <= int(number[2:4]) <= 92
+    if country == "fi":
+        return int(number[7:10]) >= 900
+    born = _birth_date(country, number)
+    return born is not None and f"{born:%Y%m%d}{number[-4:]}" in SWEDISH_TEST_NUMBERS
+
+
+def example_synthetic_ids(country: str) -> tuple[str, ...]:
+    """Valid synthetic numbers of `country` the create form offers in a test environment."""
+    return EXAMPLES.get(country, ())
+
+
+def is_valid(country: str, value: str) -> bool:
+    """Whether `value` is a valid number of `country`, synthetic test series included."""
+    try:
+        _validate(country, value)
+    except ValidationError:
+        return False
+    return True
+
+
+def _validate(country: str, value: str) -> str:
+    """python-stdnum's validation, widened to the synthetic series stdnum refuses (Tenor, Finnish 900–999)."""
+    if country == "fi":
+        return hetu.validate(value, allow_temporary=True)
+    if country == "no":
+        number = fodselsnummer.compact(value)
+        if len(number) == 11 and number.isdigit() and 81 <= int(number[2:4]) <= 92:
+            if number[-2:] != fodselsnummer.calc_check_digit1(number) + fodselsnummer.calc_check_digit2(number):
+                raise InvalidChecksum()
+            fodselsnummer.get_birth_date(_tenor_as_real(number))  # the date must exist
+            return number
+    return NUMBERS[country][0].validate(value)
+
+
+def _tenor_as_real(number: str) -> str:
+    """A Tenor number with its month brought back (month - 80), for reading the birth date."""
+    return f"{number[:2]}{int(number[2:4]) - 80:02d}{number[4:]}"
+
+
+def _birth_date(country: str, number: str) -> date | None:
+    try:
+        if country == "no":
+            return fodselsnummer.get_birth_date(_tenor_as_real(number) if int(number[2:4]) > 80 else number)
+        if country == "se":
+            return personnummer.get_birth_date(number)
+        century = _FI_CENTURY[number[6].upper()]
+        return date(century + int(number[4:6]), int(number[2:4]), int(number[:2]))
+    except (ValidationError, ValueError, KeyError):
+        return None

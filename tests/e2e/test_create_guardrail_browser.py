@@ -1,0 +1,34 @@
+"""The create form's script in a real browser: country and birth date read as typed, synthetic ids at a click."""
+
+import re
+
+from browser_support import sign_in
+from playwright.sync_api import expect
+
+
+def test_typing_a_number_preselects_its_country_and_shows_the_birth_date(page, stack, console_errors):
+    sign_in(page, stack)
+    page.goto(f"{stack.url}/flows/new")
+    reading = page.get_by_test_id("id-reading")
+    expect(reading).to_be_hidden()
+    page.get_by_label("National id").fill("811218-9876")
+    expect(page.get_by_label("Country")).to_have_value("se")
+    expect(reading).to_have_text(re.compile(r"Sweden · Born 1981-12-18"))
+    page.get_by_label("National id").fill("131052-308T")
+    expect(page.get_by_label("Country")).to_have_value("fi")
+    expect(reading).to_contain_text("Born 1952-10-13")
+    assert console_errors == []
+
+
+def test_a_synthetic_id_is_filled_in_at_a_click_and_creates_a_flow(page, stack, console_errors):
+    sign_in(page, stack)
+    page.goto(f"{stack.url}/flows/new")
+    page.get_by_role("button", name="16822548834").click()
+    expect(page.get_by_label("National id")).to_have_value("16822548834")
+    expect(page.get_by_label("Country")).to_have_value("no")
+    expect(page.get_by_test_id("id-reading")).to_contain_text("Born 1925-02-16")
+    page.get_by_label("Last name").fill("Syntetisk")
+    page.get_by_role("button", name="Create flow").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(re.compile(r"LA-\d+"))
+    expect(page.locator(".alert-warning")).to_have_count(0)
+    assert console_errors == []

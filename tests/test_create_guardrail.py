@@ -1,0 +1,147 @@
+"""The create form's test-id guardrail and the country it reads off the number, in both environments."""
+
+from datetime import date
+
+import pytest
+from support import PASSWORD, create_form, form_data, production_settings, sign_in
+
+from portal.extensions import db
+from portal.models import User
+from portal.nationalid import birth_date_of, example_synthetic_ids, infer_country, is_synthetic, validate_national_id
+
+SYNTHETIC_MESSAGE = "This is a synthetic test identity; the production service needs a real person&#39;s number."
+REAL_LOOKING_WARNING = "looks like a real person&#39;s number"
+
+
+@pytest.mark.parametrize(
+    ("number", "country", "born"),
+    [
+        ("15108695088", "no", date(1986, 10, 15)),
+        ("151086 95088", "no", date(1986, 10, 15)),
+        ("16822548834", "no", date(1925, 2, 16)),  # Tenor: month + 80
+        ("811218-9876", "se", date(1981, 12, 18)),
+        ("8112189876", "se", date(1981, 12, 18)),
+        ("19121212-1212", "se", date(1912, 12, 12)),
+        ("131052-308T", "fi", date(1952, 10, 13)),
+        ("150505A9034", "fi", date(2005, 5, 15)),
+    ],
+)
+def test_the_country_and_birth_date_are_read_off_the_number(number, country, born):
+    assert infer_country(number) == country
+    assert birth_date_of(country, number) == born
+
+
+@pytest.mark.parametrize("number", ["", "1234", "abc-def", "15108695088x"])
+def test_no_country_for_a_number_of_no_known_shape(number):
+    assert infer_country(number) is None
+
+
+@pytest.mark.parametrize(
+    ("country", "number", "synthetic"),
+    [
+        ("no", "16822548834", True),  # Tenor, published by Skatteetaten
+        ("no", "15108695088", False),
+        ("no", "55108695071", False),  # a D-number (day + 40) belongs to a real person
+        ("se", "19121212-1212", True),  # Skatteverket's test personnummer
+        ("se", "121212+1212", True),  # the same, 10 digits: + for a hundred years old
+        ("se", "811218-9876", False),
+        ("fi", "010190-900P", True),  # individual number 900–999
+        ("fi", "131052-308T", False),
+    ],
+)
+def test_synthetic_identities_are_told_from_real_looking_ones(country, number, synthetic):
+    assert is_synthetic(country, number) is synthetic
+
+
+@pytest.mark.parametrize("country", ["no", "se", "fi"])
+def test_every_offered_example_is_a_valid_synthetic_id_of_its_country(country):
+    examples = example_synthetic_ids(country)
+    assert examples
+    for number in examples:
+        assert validate_national_id(country, number)
+        assert infer_country(number) == country and is_synthetic(country, number)
+        assert birth_date_of(country, number) is not None
+
+
+def test_a_broken_tenor_checksum_is_still_refused():
+    assert infer_country("16822548835") == "no" and not is_synthetic("no", "16822548835")
+    assert birth_date_of("no", "16822548835") is None
+
+
+@pytest.mark.parametrize(
+    ("chosen", "number", "looks_like"),
+    [("se", "15108695088", "Norway"), ("no", "811218-9876", "Sweden"), ("se", "131052-308T", "Finland")],
+)
+def test_a_country_and_number_mismatch_is_refused_before_the_service(signed_in, sandbox, chosen, number, looks_like):
+    answer = create_form(signed_in("operator"), country=chosen, national_id=number)
+    assert answer.status_code == 200
+    assert "This number looks like a" in answer.text and f"from {looks_like}" in answer.text
+    assert 'data-field-error="national_id"' in answer.text
+    assert sandbox.stats()["flows_created"] == 0
+
+
+def test_the_test_environment_offers_the_synthetic_identities(signed_in):
+    page = signed_in("operator").get("/flows/new").text
+    assert 'data-testid="synthetic-ids"' in page
+    for country in ("no", "se", "fi"):
+        for number in example_synthetic_ids(country):
+            assert f'data-synthetic-id="{number}" data-country="{country}"' in page
+    assert "js/create-flow.js" in page and "e.g. 15108695088" in page  # the format, with an example
+
+
+@pytest.mark.parametrize("number", [example_synthetic_ids(country)[0] for country in ("no", "se", "fi")])
+def test_a_synthetic_id_creates_a_flow_in_the_test_environment_without_a_warning(signed_in, sandbox, number):
+    client = signed_in("operator")
+    answer = create_form(client, country=infer_country(number), national_id=number)
+    assert answer.status_code == 302, answer.text
+    assert REAL_LOOKING_WARNING not in client.get(answer.headers["Location"]).text
+    assert sandbox.stats()["flows_created"] == 1
+
+
+def test_a_real_looking_id_in_the_test_environment_is_warned_about(signed_in, sandbox):
+    client = signed_in("operator")
+    answer = create_form(client, national_id="15108695088")
+    assert answer.status_code == 302 and sandbox.stats()["flows_created"] == 1
+    page = client.get(answer.headers["Location"]).text
+    assert REAL_LOOKING_WARNING in page and 'class="alert alert-warning"' in page
+
+
+def test_the_birth_date_read_is_shown_after_a_submit(signed_in, sandbox):
+    answer = create_form(signed_in("operator"), national_id="16822548834", last_name="")
+    assert answer.status_code == 200 and sandbox.stats()["flows_created"] == 0
+    assert "Born 1925-02-16 according to the number" in answer.text
+
+
+@pytest.fixture
+def production_operator(make_app):
+    """A signed-in operator of a production portal (CSRF off, as in the other view tests)."""
+    app = make_app(WTF_CSRF_ENABLED=False, **production_settings())
+    with app.app_context():
+        user = User(username="prod-operator", role="operator")
+        user.set_password(PASSWORD)
+        db.session.add(user)
+        db.session.commit()
+    client = app.test_client()
+    assert sign_in(client, "prod-operator").status_code == 302
+    return client
+
+
+@pytest.mark.parametrize(
+    ("country", "number"),
+    [(country, number) for country in ("no", "se", "fi") for number in example_synthetic_ids(country)],
+)
+def test_production_refuses_synthetic_ids(production_operator, sandbox, country, number):
+    answer = production_operator.post(
+        "/flows/new", data=form_data(production_operator, country=country, national_id=number)
+    )
+    assert answer.status_code == 200
+    assert SYNTHETIC_MESSAGE in answer.text and 'data-field-error="national_id"' in answer.text
+    assert sandbox.stats()["flows_created"] == 0
+
+
+def test_production_offers_no_synthetic_ids_and_does_not_warn_about_real_ones(production_operator, sandbox):
+    page = production_operator.get("/flows/new").text
+    assert 'data-testid="synthetic-ids"' not in page and "data-synthetic-id" not in page
+    answer = production_operator.post("/flows/new", data=form_data(production_operator, last_name=""))
+    assert answer.status_code == 200 and REAL_LOOKING_WARNING not in answer.text
+    assert SYNTHETIC_MESSAGE not in answer.text and "Born 1986-10-15 according to the number" in answer.text
