@@ -320,3 +320,11 @@ class RejectedFilterForm(FlaskForm):
     def __init__(self, kinds: tuple[str, ...], **kwargs):
         super().__init__(**kwargs)
         self.kind.choices = [ANY, *((kind, kind) for kind in kinds)]
+
+
+class SubjectLookupForm(FlaskForm):
+    """A person's national id, typed by an admin to see who looked at their data (a POST: the id is no URL)."""
+
+    national_id = StringField(
+        _l("National id"), validators=[DataRequired(), Length(max=20), printable], render_kw={"autocomplete": "off"}
+    )

@@ -82,6 +82,25 @@ class AuditEntry(db.Model):
     purpose: Mapped[str | None] = mapped_column(String(255))  # why personal data was looked at (a reveal)
 
 
+class AccessEntry(db.Model):
+    """One look at a person's data, kept under the person's pseudonymous subject key (never the id).
+
+    Answers "who looked at this person's data, when and why" (CJEU C-579/21) from a national id typed in.
+    """
+
+    __tablename__ = "access_log"
+    __table_args__ = (Index("ix_access_log_subject", "subject_key", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, index=True)
+    subject_key: Mapped[str] = mapped_column(String(64))  # the keyed hash of the national id (PORTAL_INDEX_KEY)
+    username: Mapped[str] = mapped_column(String(80))
+    kind: Mapped[str] = mapped_column(String(40))  # what was seen: flow_detail, reveal, event_payload, …
+    target: Mapped[str] = mapped_column(String(255))  # which flow, event or export
+    purpose: Mapped[str | None] = mapped_column(String(255))
+    source_ip: Mapped[str | None] = mapped_column(String(64))
+
+
 class WebhookEvent(db.Model):
     """A verified webhook delivery, stored once per event id."""
 

@@ -1,6 +1,6 @@
 """Reveal grants: after a recorded reveal, the same browser may reload the revealed page for a short while.
 
-The session holds only flow ids and when each grant ends, never a national id.
+The session holds only flow ids, when each grant ends and the purpose stated, never a national id.
 """
 
 from flask import current_app, session
@@ -13,14 +13,26 @@ def _now() -> int:
     return int(current_app.extensions["portal.clock"]())
 
 
-def grant_reveal(flow_id: str) -> None:
+def grant_reveal(flow_id: str, purpose: str) -> None:
     """Let this session reload `flow_id`'s revealed page until REVEAL_WINDOW has passed."""
     now = _now()
-    grants = {key: until for key, until in session.get("reveals", {}).items() if until > now}
-    grants[flow_id] = now + REVEAL_WINDOW
-    session["reveals"] = dict(sorted(grants.items(), key=lambda item: item[1])[-MAX_GRANTS:])
+    grants = {key: grant for key, grant in session.get("reveals", {}).items() if _until(grant) > now}
+    grants[flow_id] = [now + REVEAL_WINDOW, purpose]  # the purpose until the person's access log has it
+    session["reveals"] = dict(sorted(grants.items(), key=lambda item: _until(item[1]))[-MAX_GRANTS:])
 
 
 def reveal_is_fresh(flow_id: str) -> bool:
-    until = session.get("reveals", {}).get(flow_id)
-    return isinstance(until, int) and until > _now()
+    return _until(session.get("reveals", {}).get(flow_id)) > _now()
+
+
+def purpose_to_log(flow_id: str) -> str | None:
+    """The purpose of a fresh reveal not yet written to the access log, once; None after that."""
+    grant = session.get("reveals", {}).get(flow_id)
+    if not (isinstance(grant, list) and len(grant) == 2 and grant[1]):
+        return None
+    session["reveals"] = session["reveals"] | {flow_id: [grant[0], None]}
+    return grant[1]
+
+
+def _until(grant) -> int:
+    return grant[0] if isinstance(grant, list) and grant and isinstance(grant[0], int) else 0

@@ -10,12 +10,14 @@ from flask_login import current_user
 from sqlalchemy import select
 from werkzeug.datastructures import MultiDict
 
+from ..access_log import LOOKUP, accesses_of, record_access, subject_key_of
 from ..accounts import AccountError, change_role, create_account, set_disabled, sign_out_everywhere
 from ..audit import EXPORT_FORMATS, AuditFilter, audit_actions, export_audit, find_audit, record_audit
 from ..csvexport import download_response
 from ..extensions import db
 from ..flowindex.search import day_start
-from ..forms import AuditFilterForm, ConfirmForm, NewUserForm, RejectedFilterForm, UserChangeForm
+from ..forms import AuditFilterForm, ConfirmForm, NewUserForm, RejectedFilterForm, SubjectLookupForm, UserChangeForm
+from ..masking import mask_national_id
 from ..models import RejectedDelivery, User, utc_now
 from ..paging import before_argument, newest_first
 from ..security import role_required
@@ -26,6 +28,7 @@ from ..webhooks.store import rejected_samples, rejection_summary, rejection_tall
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
 PAGE_SIZE = 50
+ACCESS_ROWS = 500  # a person's most recent accesses shown at once
 TALLY_ROWS = 200  # counts by reason and address shown at once; the filters find any other
 
 
@@ -153,6 +156,23 @@ def audit_export(fmt: str):
     record_audit(current_user.username, "export_audit", urlencode(_filter_args(form)) or "all entries")
     chunks = export_audit(_audit_filters(form), fmt)
     return download_response(f"audit-{utc_now():%Y%m%d-%H%M%S}.{fmt}", chunks, EXPORT_FORMATS[fmt])
+
+
+@bp.route("/access", methods=["GET", "POST"])
+def access():
+    """Who looked at one person's data, when and why; the look-up is itself recorded."""
+    form = SubjectLookupForm()
+    if not form.validate_on_submit():
+        return render_template("admin/access.html", form=form, page=None), 400 if form.is_submitted() else 200
+    subject_key = subject_key_of(form.national_id.data)
+    if subject_key is None:
+        form.national_id.errors = [_("This is not a valid Norwegian, Swedish or Finnish national id.")]
+        return render_template("admin/access.html", form=form, page=None), 400
+    masked = mask_national_id("".join(form.national_id.data.split()))
+    record_audit(current_user.username, "access_log_lookup", f"national id {masked}")
+    page = accesses_of(subject_key, None, ACCESS_ROWS)  # read before the look-up's own row
+    record_access(subject_key, LOOKUP, "access log look-up")
+    return render_template("admin/access.html", form=SubjectLookupForm(formdata=None), page=page, masked=masked)
 
 
 @bp.get("/rejected")

@@ -7,6 +7,7 @@ from flask import Blueprint, abort, current_app, flash, redirect, render_templat
 from flask_babel import gettext as _
 from flask_login import current_user
 
+from ..access_log import EXPORT_ROW, FLOW_DETAIL, REVEAL, SEARCH, record_access, recorded_while_read, subject_key_of
 from ..audit import record_audit
 from ..csvexport import csv_response
 from ..errors import upstream_status
@@ -39,7 +40,7 @@ from ..forms import CreateFlowForm, FlowSearchForm, RevealForm
 from ..listing import DEFAULT_LIMIT, FLOW_ID, ListQuery, navigate, parse_list_query
 from ..masking import mask_national_id
 from ..models import utc_now
-from ..reveals import grant_reveal, reveal_is_fresh
+from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..security import role_required
 from ..submissions import SubmissionInProgress, claim_submission, forget_submission, settle_submission
 from ..webhooks.store import events_for_flow, left_out_by_reference
@@ -129,6 +130,7 @@ def _audit_person_search(query: SearchQuery, rows) -> str | None:
     masked = next((mask_national_id(row.national_id_masked) for row in rows if row.national_id_masked), None)
     target = f"national id {masked or '?'} hash:{query.search.person[:12]}"
     record_audit(current_user.username, "search_national_id", target)
+    record_access(query.search.person, SEARCH, "flow search")
     return masked
 
 
@@ -158,7 +160,10 @@ def export():
     if query.national_id:
         query = query.with_person(query.national_id.keyed_hash(settings().index_key))
     record_audit(current_user.username, "export_flows", query.describe())
-    rows = ([getattr(row, column) for column in EXPORT_COLUMNS] for row in export_rows(query.search))
+    people = recorded_while_read(
+        export_rows(query.search), EXPORT_ROW, lambda row: (row.national_id_hash, "flows export")
+    )
+    rows = ([getattr(row, column) for column in EXPORT_COLUMNS] for row in people)
     return csv_response(f"flows-{utc_now():%Y%m%d-%H%M%S}.csv", list(EXPORT_COLUMNS), rows)
 
 
@@ -198,6 +203,11 @@ def _sandbox_consent_url(flow) -> str | None:
 def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm | None = None):
     flow = flow_client().get_flow(_valid_flow_id(flow_id))
     saw_detail(flow)
+    person = subject_key_of(flow.data.national_id)
+    if not revealed:
+        record_access(person, FLOW_DETAIL, flow.flow_id)
+    elif purpose := purpose_to_log(flow.flow_id):  # a reveal once, not at each reload of it
+        record_access(person, REVEAL, flow.flow_id, purpose=purpose)
     events = events_for_flow(flow.flow_id, flow.reference_id)
     return render_template(
         "flows/detail.html",
@@ -240,7 +250,7 @@ def reveal(flow_id: str):
     if not form.validate_on_submit():
         return _render_detail(flow_id, reveal_form=form), 400
     record_audit(current_user.username, "reveal_national_id", flow_id, purpose=form.stated_purpose)
-    grant_reveal(flow_id)
+    grant_reveal(flow_id, form.stated_purpose)  # the person's access log gets it with the page (below)
     return redirect(url_for("flows.reveal", flow_id=flow_id))
 
 
