@@ -19,7 +19,7 @@ from sqlalchemy import delete, select, tuple_
 
 from .extensions import db
 from .flowindex.sync import DatabaseLease
-from .models import AuditEntry, FlowRecord, Lease, RejectedDelivery, RejectionTally, utc_now
+from .models import AccessEntry, AuditEntry, FlowRecord, Lease, RejectedDelivery, RejectionTally, utc_now
 from .settings import Settings
 from .webhooks.store import prune_events
 
@@ -71,6 +71,11 @@ def prune_audit(before: datetime, renew: Renew | None = None) -> int:
     return _delete_in_batches(AuditEntry, (AuditEntry.id,), AuditEntry.at < before, renew)
 
 
+def prune_access_log(before: datetime, renew: Renew | None = None) -> int:
+    """Remove the per-person access log's rows recorded before `before`."""
+    return _delete_in_batches(AccessEntry, (AccessEntry.id,), AccessEntry.at < before, renew)
+
+
 def prune_gone_flows(before: datetime, renew: Renew | None = None) -> int:
     """Remove index rows of flows a sync found gone from the service before `before`."""
     return _delete_in_batches(FlowRecord, (FlowRecord.id,), FlowRecord.gone_at < before, renew)
@@ -89,8 +94,7 @@ class Kind:
     when: str  # what its cutoff means, for the report line
 
 
-# The order of the report. The access log adds its kind here (its own PORTAL_…_RETENTION_DAYS setting and a
-# prune function like these) when it lands.
+# The order of the report.
 KINDS = (
     Kind("events", "event_retention_days", "PORTAL_EVENT_RETENTION_DAYS", _prune_events, "received before"),
     Kind(
@@ -108,6 +112,13 @@ KINDS = (
         "last refused before",
     ),
     Kind("audit", "audit_retention_days", "PORTAL_AUDIT_RETENTION_DAYS", prune_audit, "recorded before"),
+    Kind(
+        "access log",
+        "access_log_retention_days",
+        "PORTAL_ACCESS_LOG_RETENTION_DAYS",
+        prune_access_log,
+        "recorded before",
+    ),
     Kind("gone flows", "gone_flow_retention_days", "PORTAL_GONE_FLOW_RETENTION_DAYS", prune_gone_flows, "gone before"),
 )
 

@@ -83,6 +83,7 @@ class Settings:
     event_retention_days: int
     rejected_retention_days: int  # 0: kept forever (the retention settings below alike)
     audit_retention_days: int
+    access_log_retention_days: int
     gone_flow_retention_days: int
     reveal_purposes: tuple[str, ...]
 
@@ -370,6 +371,8 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         rejected_retention_days=read.number("PORTAL_REJECTED_RETENTION_DAYS", 30, 0, 36500),
         # The audit log is the evidence of who saw personal data: ten years unless a policy says otherwise.
         audit_retention_days=read.number("PORTAL_AUDIT_RETENTION_DAYS", 3650, 0, 36500),
+        # What a person may ask about (C-579/21): as long as the audit log, unless a policy says otherwise.
+        access_log_retention_days=read.number("PORTAL_ACCESS_LOG_RETENTION_DAYS", 3650, 0, 36500),
         gone_flow_retention_days=read.number("PORTAL_GONE_FLOW_RETENTION_DAYS", 90, 0, 36500),
         reveal_purposes=_reveal_purposes(read),
     )

@@ -10,7 +10,7 @@ from support import portal_config
 
 from portal.extensions import db
 from portal.flowindex.sync import DatabaseLease
-from portal.models import AuditEntry, FlowRecord, RejectedDelivery, RejectionTally, WebhookEvent
+from portal.models import AccessEntry, AuditEntry, FlowRecord, RejectedDelivery, RejectionTally, WebhookEvent
 from portal.retention import BATCH, LEASE_NAME, RetentionLocked, apply_retention, prune_audit
 from portal.settings import SettingsError, load_settings
 from portal.webhooks.store import prune_events, was_pruned
@@ -22,6 +22,7 @@ MODELS = {
     "rejected deliveries": RejectedDelivery,
     "rejection tallies": RejectionTally,
     "audit": AuditEntry,
+    "access log": AccessEntry,
     "gone flows": FlowRecord,
 }
 WINDOWS = {  # the defaults, in days
@@ -29,6 +30,7 @@ WINDOWS = {  # the defaults, in days
     "rejected deliveries": 30,
     "rejection tallies": 30,
     "audit": 3650,
+    "access log": 3650,
     "gone flows": 90,
 }
 
@@ -59,6 +61,13 @@ def add_rows(name: str, moments: list[datetime], tag: str = "") -> None:
                     "last_reason": "",
                 },
                 "audit": {"at": at, "username": "kari", "action": "view_flow", "target": key},
+                "access log": {
+                    "at": at,
+                    "subject_key": "a" * 64,
+                    "username": "kari",
+                    "kind": "flow_detail",
+                    "target": key,
+                },
                 "gone flows": {"flow_id": key, "change_source": "sync", "changed_at": at, "seen_at": at, "gone_at": at},
             }[name]
         )
@@ -211,6 +220,7 @@ def test_overlapping_prunes_without_the_lease_remove_each_row_once(make_app, pos
         "PORTAL_EVENT_RETENTION_DAYS",
         "PORTAL_REJECTED_RETENTION_DAYS",
         "PORTAL_AUDIT_RETENTION_DAYS",
+        "PORTAL_ACCESS_LOG_RETENTION_DAYS",
         "PORTAL_GONE_FLOW_RETENTION_DAYS",
     ],
 )
@@ -228,5 +238,6 @@ def test_retention_defaults():
         settings.event_retention_days,
         settings.rejected_retention_days,
         settings.audit_retention_days,
+        settings.access_log_retention_days,
         settings.gone_flow_retention_days,
-    ) == (90, 30, 3650, 90)
+    ) == (90, 30, 3650, 3650, 90)
