@@ -30,7 +30,7 @@ from .accounts import (
     sign_out_everywhere,
     unlock_sign_in,
 )
-from .audit import EXPORT_FORMATS, AuditFilter, export_audit
+from .audit import EXPORT_FORMATS, AuditFilter, export_audit, record_audit
 from .csvexport import csv_chunks
 from .extensions import db
 from .flowapi import FlowApiError, InsufficientScope, TokenRequestRefused, Unauthorized, UpstreamProtocolError
@@ -39,6 +39,7 @@ from .flowindex.sync import ALL, ARCHIVED, CURRENT, LeaseLost, SyncLocked, SyncR
 from .masking import mask_document
 from .models import ROLES, User
 from .retention import RetentionLocked, apply_retention, under_lease
+from .subjects import SubjectRecords, erase, export_document, find_subject
 from .webhooks.store import event_document, iter_events, prune_events
 
 users = AppGroup("users", help="Manage staff accounts; every change is audited as cli:<your user name>.")
@@ -46,6 +47,7 @@ audit = AppGroup("audit", help="The audit log: who saw personal data or changed 
 keys = AppGroup("keys", help="Key pairs for the self-signed JWT (seed §5.3).")
 events = AppGroup("events", help="Stored webhook events: retention, export, test deliveries.")
 flows = AppGroup("flows", help="The flow index: the portal's own read model of every flow.")
+subjects = AppGroup("subjects", help="Subject requests: a person's stored records, exported or erased.")
 retention = AppGroup("retention", help="Remove records older than their PORTAL_*_RETENTION_DAYS setting.")
 PROGRESS_EVERY = 10  # pages between progress lines on a terminal
 MAX_AGE = timedelta(days=36500)  # --older-than: a century, far inside what a date can go back
@@ -422,6 +424,38 @@ def apply_retention_settings():
             click.echo(removed.line())
 
 
+def _subject(national_id: str) -> SubjectRecords:
+    found = find_subject(national_id)
+    if found is None:
+        raise click.BadParameter("not a valid Norwegian, Swedish or Finnish national id", param_hint="NATIONAL_ID")
+    return found
+
+
+@subjects.command("export")
+@click.argument("national_id")
+def export_subject(national_id: str):
+    """Every stored record about the person with NATIONAL_ID, as one JSON document on stdout (access request)."""
+    found = _subject(national_id)
+    record_audit(_actor(), "subject_export", f"subject {found.subject_key[:12]}")
+    click.echo(json.dumps(export_document(found), ensure_ascii=False, indent=2))
+
+
+@subjects.command("erase")
+@click.argument("national_id")
+@click.option("--yes", is_flag=True, help="Erase without asking.")
+def erase_subject(national_id: str, yes: bool):
+    """Erase the stored records about the person with NATIONAL_ID, except what PORTAL_LEGAL_HOLD keeps."""
+    found = _subject(national_id)
+    held = _settings().legal_hold
+    counts = ", ".join(
+        f"{kind} {count}" + (" (kept: legal hold)" if kind in held else "") for kind, count in found.counts().items()
+    )
+    if not yes:
+        click.confirm(f"Erase this person's records: {counts}?", abort=True)
+    for kind, count in erase(found, held, _actor()).items():
+        click.echo(f"{kind}: removed {count}" + (" (kept: legal hold)" if kind in held else ""))
+
+
 def init_app(app: Flask) -> None:
-    for command in (users, audit, keys, events, flows, retention, check):
+    for command in (users, audit, keys, events, flows, retention, subjects, check):
         app.cli.add_command(command)

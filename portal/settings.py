@@ -84,6 +84,7 @@ class Settings:
     rejected_retention_days: int  # 0: kept forever (the retention settings below alike)
     audit_retention_days: int
     access_log_retention_days: int
+    legal_hold: tuple[str, ...]
     gone_flow_retention_days: int
     reveal_purposes: tuple[str, ...]
 
@@ -259,6 +260,20 @@ def _staff_sso(read: _Reader) -> tuple[str | None, str | None, str | None]:
     )
 
 
+# The kinds of record a subject request covers (portal.subjects), in the order of its export document.
+SUBJECT_RECORD_KINDS = ("flows", "events", "create_submissions", "audit", "access_log")
+
+
+def _legal_hold(read: _Reader) -> tuple[str, ...]:
+    """The kinds of a person's records an erasure request keeps (the audit log, unless a policy says otherwise)."""
+    raw = read.text("PORTAL_LEGAL_HOLD", "audit")
+    kinds = tuple(part.strip() for part in raw.split(",") if part.strip() and part.strip() != "none")
+    unknown = [kind for kind in kinds if kind not in SUBJECT_RECORD_KINDS]
+    if unknown:
+        raise SettingsError(f"PORTAL_LEGAL_HOLD: {unknown[0]!r} is none of {', '.join(SUBJECT_RECORD_KINDS)}")
+    return kinds
+
+
 DEFAULT_REVEAL_PURPOSES = "Customer contact,Identity check,Complaint handling,Fraud investigation"
 
 
@@ -373,6 +388,7 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         audit_retention_days=read.number("PORTAL_AUDIT_RETENTION_DAYS", 3650, 0, 36500),
         # What a person may ask about (C-579/21): as long as the audit log, unless a policy says otherwise.
         access_log_retention_days=read.number("PORTAL_ACCESS_LOG_RETENTION_DAYS", 3650, 0, 36500),
+        legal_hold=_legal_hold(read),
         gone_flow_retention_days=read.number("PORTAL_GONE_FLOW_RETENTION_DAYS", 90, 0, 36500),
         reveal_purposes=_reveal_purposes(read),
     )

@@ -119,6 +119,24 @@ def production_settings(**overrides) -> dict:
     } | overrides
 
 
+def deliver_signed(app, payload: dict, secret: str = DEMO_WEBHOOK_SECRET):
+    """Post `payload` to the portal's webhook endpoint signed as the sandbox signs (Standard Webhooks)."""
+    import json
+    from datetime import datetime, timezone
+
+    from standardwebhooks import Webhook
+
+    body = json.dumps(payload)
+    message_id, moment = f"msg_{uuid.uuid4().hex}", datetime.now(timezone.utc)
+    headers = {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(int(moment.timestamp())),
+        "webhook-signature": Webhook(secret).sign(message_id, moment, body),
+        "content-type": "application/json",
+    }
+    return app.test_client().post("/webhooks/flow", data=body, headers=headers)
+
+
 def migrated(app):
     with app.app_context():
         upgrade()

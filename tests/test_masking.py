@@ -15,18 +15,16 @@ import pytest
 import requests
 from flask import Flask
 from sqlalchemy import bindparam, text
-from standardwebhooks import Webhook
 from stdnum import luhn
 from stdnum.fi import hetu
 from stdnum.no import fodselsnummer
 from stdnum.se import personnummer
-from support import sign_in
+from support import deliver_signed, sign_in
 from test_views import make_user_for
 
 from portal.extensions import db
 from portal.masking import is_national_id_key, mask_document, mask_national_id, mask_text
 from portal.models import FlowRecord, WebhookEvent
-from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
 
 NORWEGIAN = "15108695088"
 SWEDISH = "811218-9876"
@@ -394,15 +392,7 @@ def test_the_flow_index_search_and_export_keep_only_the_mask(make_app, serve):
 
 
 def signed_delivery(app, payload: dict):
-    body = json.dumps(payload)
-    message_id, moment = f"msg_{uuid.uuid4().hex}", datetime.now(timezone.utc)
-    headers = {
-        "webhook-id": message_id,
-        "webhook-timestamp": str(int(moment.timestamp())),
-        "webhook-signature": Webhook(DEMO_WEBHOOK_SECRET).sign(message_id, moment, body),
-        "content-type": "application/json",
-    }
-    answer = app.test_client().post("/webhooks/flow", data=body, headers=headers)
+    answer = deliver_signed(app, payload)
     assert answer.status_code == 200, answer.text
 
 

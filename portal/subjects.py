@@ -1,0 +1,138 @@
+"""Subject requests: everything the portal stores about one person, to hand over (access) or to erase.
+
+A person is found by their subject key, the keyed hash of their national id (PORTAL_INDEX_KEY): their
+rows in the flow index, then what hangs off those flows (webhook events, create submissions, audit
+entries naming the flow) and what names the person directly (events whose body carries their id,
+their access log). Erasure removes those records except the kinds a legal hold keeps
+(PORTAL_LEGAL_HOLD); it is audited under a short prefix of the subject key, never the id.
+"""
+
+import json
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+from sqlalchemy import delete, or_, select
+
+from .access_log import subject_key_of, subject_key_of_event
+from .audit import record_audit
+from .extensions import db
+from .models import AccessEntry, AuditEntry, CreateSubmission, FlowRecord, WebhookEvent, utc_now
+from .settings import SUBJECT_RECORD_KINDS as KINDS  # the kinds a legal hold may name
+
+EVENT_SCAN_BATCH = 500
+
+
+@dataclass
+class SubjectRecords:
+    """One person's stored records, by kind."""
+
+    subject_key: str
+    flows: list[FlowRecord] = field(default_factory=list)
+    events: list[WebhookEvent] = field(default_factory=list)
+    create_submissions: list[CreateSubmission] = field(default_factory=list)
+    audit: list[AuditEntry] = field(default_factory=list)
+    access_log: list[AccessEntry] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {kind: len(getattr(self, kind)) for kind in KINDS}
+
+
+def find_subject(national_id: str) -> SubjectRecords | None:
+    """Every locally stored record about the person with `national_id`; None when it is no valid id."""
+    subject_key = subject_key_of(national_id)
+    if subject_key is None:
+        return None
+    found = SubjectRecords(subject_key)
+    found.flows = list(db.session.scalars(select(FlowRecord).where(FlowRecord.national_id_hash == subject_key)))
+    flow_ids = [record.flow_id for record in found.flows]
+    found.events = _events_of(subject_key, flow_ids)
+    if flow_ids:
+        found.create_submissions = list(
+            db.session.scalars(select(CreateSubmission).where(CreateSubmission.flow_id.in_(flow_ids)))
+        )
+    found.audit = list(db.session.scalars(select(AuditEntry).where(_audit_naming(subject_key, flow_ids))))
+    found.access_log = list(db.session.scalars(select(AccessEntry).where(AccessEntry.subject_key == subject_key)))
+    return found
+
+
+def export_document(found: SubjectRecords) -> dict:
+    """The access request's answer: one JSON document of every record, as stored."""
+    return {
+        "generated_at": _iso(utc_now()),
+        "subject_key": found.subject_key,
+        "counts": found.counts(),
+        "flows": [_row(record, exclude=("national_id_hash",)) for record in found.flows],
+        "events": [_row(event) | {"body": _json_or_text(event.body)} for event in found.events],
+        "create_submissions": [_row(row, exclude=("token",)) for row in found.create_submissions],
+        "audit": [_row(entry) for entry in found.audit],
+        "access_log": [_row(entry, exclude=("subject_key",)) for entry in found.access_log],
+    }
+
+
+def erase(found: SubjectRecords, held: tuple[str, ...], actor: str) -> dict[str, int]:
+    """Remove the person's records except the kinds in `held`; audited without the id. Removed counts by kind."""
+    removed = {}
+    for kind, model in (
+        ("flows", FlowRecord),
+        ("events", WebhookEvent),
+        ("create_submissions", CreateSubmission),
+        ("audit", AuditEntry),
+        ("access_log", AccessEntry),
+    ):
+        rows = getattr(found, kind)
+        if kind in held or not rows:
+            removed[kind] = 0
+            continue
+        result = db.session.execute(delete(model).where(model.id.in_([row.id for row in rows])))
+        removed[kind] = result.rowcount
+    summary = ", ".join(f"{kind} {count}" for kind, count in removed.items())
+    record_audit(actor, "subject_erase", f"subject {found.subject_key[:12]}: {summary}", commit=False)
+    db.session.commit()
+    return removed
+
+
+def _events_of(subject_key: str, flow_ids: list[str]) -> list[WebhookEvent]:
+    """Events of the person's flows, and any other event whose body names the person."""
+    chosen = {}
+    if flow_ids:
+        for event in db.session.scalars(select(WebhookEvent).where(WebhookEvent.flow_id.in_(flow_ids))):
+            chosen[event.id] = event
+    last_id = 0
+    while True:  # events of flows the index does not know: read in batches, matched by the id they carry
+        batch = list(
+            db.session.scalars(
+                select(WebhookEvent).where(WebhookEvent.id > last_id).order_by(WebhookEvent.id).limit(EVENT_SCAN_BATCH)
+            )
+        )
+        for event in batch:
+            if event.id not in chosen and subject_key_of_event(None, event.body) == subject_key:
+                chosen[event.id] = event
+        if len(batch) < EVENT_SCAN_BATCH:
+            return sorted(chosen.values(), key=lambda event: event.id)
+        last_id = batch[-1].id
+
+
+def _audit_naming(subject_key: str, flow_ids: list[str]):
+    """Audit entries about the person: on their flows, or a search by their id (kept as a hash prefix)."""
+    naming = [AuditEntry.target.like(f"%hash:{subject_key[:12]}%")]
+    naming += [AuditEntry.target.like(f"{flow_id}%") for flow_id in flow_ids]
+    return or_(*naming)
+
+
+def _row(record, exclude: tuple[str, ...] = ()) -> dict:
+    return {
+        column.key: _iso(getattr(record, column.key))
+        for column in record.__table__.columns
+        if column.key not in exclude and column.key != "body"
+    }
+
+
+def _iso(value):
+    return value.isoformat() if isinstance(value, datetime | date) else value
+
+
+def _json_or_text(body: str):
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return body

@@ -1,0 +1,94 @@
+"""Subject requests: one person's stored records exported as one document, or erased, nobody else's touched."""
+
+import json
+import uuid
+
+import pytest
+from support import PASSWORD, deliver_signed, sign_in
+
+from portal.extensions import db
+from portal.models import AccessEntry, AuditEntry, CreateSubmission, FlowRecord, User, WebhookEvent
+
+PERSON = "15108695088"
+OTHER = "811218-9876"
+
+
+def deliver(app, payload: dict) -> None:
+    assert deliver_signed(app, payload).status_code == 200
+
+
+@pytest.fixture
+def two_people(app, signed_in, sandbox):
+    """Each person: a flow seen and revealed, an event of the flow; the person's id in a stray event body."""
+    operator = signed_in("operator")
+    flows = {}
+    for person in (PERSON, OTHER):
+        flow_id = sandbox.create(national_id=person)["flowId"]
+        operator.get(f"/flows/{flow_id}")
+        operator.post(f"/flows/{flow_id}/reveal", data={"purpose": "Identity check"}, follow_redirects=True)
+        deliver(app, {"type": "flow.status_changed", "data": {"flowId": flow_id, "status": "Opened"}})
+        flows[person] = flow_id
+    deliver(app, {"type": "note", "data": {"flowId": "not-in-the-index", "ssn": PERSON}})
+    app.extensions["flow_index"].flush()
+    with app.app_context():
+        db.session.add(CreateSubmission(token=uuid.uuid4().hex, username="operator-user", flow_id=flows[PERSON]))
+        db.session.commit()
+    return flows
+
+
+def run(app, *args, input=None):
+    return app.test_cli_runner().invoke(args=["subjects", *args], input=input)
+
+
+def test_the_export_holds_exactly_that_persons_records(app, two_people):
+    result = run(app, "export", "151086 95088")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["counts"] == {"flows": 1, "events": 2, "create_submissions": 1, "audit": 1, "access_log": 2}
+    assert [flow["flow_id"] for flow in document["flows"]] == [two_people[PERSON]]
+    assert two_people[OTHER] not in result.output and "811218" not in result.output
+    assert {entry["kind"] for entry in document["access_log"]} == {"flow_detail", "reveal"}
+    assert any(event["body"]["data"].get("ssn") == PERSON for event in document["events"])
+    with app.app_context():
+        assert db.session.query(AuditEntry).filter_by(action="subject_export").count() == 1
+
+
+def test_erasure_leaves_none_of_the_persons_records_and_keeps_the_held_kind(app, two_people):
+    before = run(app, "export", OTHER)
+    result = run(app, "erase", PERSON, "--yes")
+    assert result.exit_code == 0, result.output
+    assert "audit: removed 0 (kept: legal hold)" in result.output and "events: removed 2" in result.output
+    after = json.loads(run(app, "export", PERSON).output)
+    assert after["counts"] == dict.fromkeys(after["counts"], 0), "nothing left that leads to the person"
+    assert json.loads(run(app, "export", OTHER).output)["counts"] == json.loads(before.output)["counts"]
+    with app.app_context():
+        [erased] = db.session.query(AuditEntry).filter_by(action="subject_erase").all()
+        assert PERSON not in erased.target and "151086" not in erased.target
+        assert db.session.query(FlowRecord).filter_by(flow_id=two_people[OTHER]).count() == 1
+        held = db.session.query(AuditEntry).filter_by(action="reveal_national_id", target=two_people[PERSON]).count()
+        assert held == 1, "the held audit entry stays, no longer linked to the person by any index row"
+        assert db.session.query(AccessEntry).count() >= 2 and db.session.query(WebhookEvent).count() == 1
+
+
+def test_erasure_asks_first_and_a_bad_id_is_a_clear_error(app, two_people):
+    refused = run(app, "erase", PERSON, input="n\n")
+    assert refused.exit_code == 1 and "Erase this person's records: flows 1" in refused.output
+    assert json.loads(run(app, "export", PERSON).output)["counts"]["flows"] == 1
+    bad = run(app, "export", "12345")
+    assert bad.exit_code == 2 and "not a valid Norwegian, Swedish or Finnish national id" in bad.output
+
+
+def test_nothing_held_erases_the_audit_entries_too(make_app, sandbox):
+    app = make_app(WTF_CSRF_ENABLED=False, PORTAL_LEGAL_HOLD="none")
+    flow_id = sandbox.create(national_id=PERSON)["flowId"]
+    with app.app_context():
+        user = User(username="op", role="operator")
+        user.set_password(PASSWORD)
+        db.session.add(user)
+        db.session.commit()
+    client = app.test_client()
+    sign_in(client, "op")
+    client.post(f"/flows/{flow_id}/reveal", data={"purpose": "Identity check"}, follow_redirects=True)
+    app.extensions["flow_index"].flush()
+    result = run(app, "erase", PERSON, "--yes")
+    assert "audit: removed 1" in result.output, result.output
