@@ -6,7 +6,16 @@ from flask import current_app, flash
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
-from wtforms import DateField, HiddenField, PasswordField, SearchField, SelectField, StringField, SubmitField
+from wtforms import (
+    BooleanField,
+    DateField,
+    HiddenField,
+    PasswordField,
+    SearchField,
+    SelectField,
+    StringField,
+    SubmitField,
+)
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, EqualTo, Length, Optional, Regexp, ValidationError
 
@@ -328,3 +337,15 @@ class SubjectLookupForm(FlaskForm):
     national_id = StringField(
         _l("National id"), validators=[DataRequired(), Length(max=20), printable], render_kw={"autocomplete": "off"}
     )
+
+
+class SubjectRequestForm(SubjectLookupForm):
+    """An access or erasure request for one person, by their national id."""
+
+    confirm = BooleanField(_l("I have checked the request: erase this person's records"))
+    export = SubmitField(_l("Export as JSON"))
+    erase = SubmitField(_l("Erase"))
+
+    def validate_confirm(self, field) -> None:
+        if self.erase.data and not field.data:
+            raise ValidationError(_("Tick the box to confirm the erasure."))

@@ -92,3 +92,18 @@ def test_nothing_held_erases_the_audit_entries_too(make_app, sandbox):
     app.extensions["flow_index"].flush()
     result = run(app, "erase", PERSON, "--yes")
     assert "audit: removed 1" in result.output, result.output
+
+
+def test_the_admin_page_exports_and_erases_with_a_confirmation(app, signed_in, two_people):
+    admin = signed_in("admin")
+    assert admin.get("/admin/subjects").status_code == 200
+    exported = admin.post("/admin/subjects", data={"national_id": PERSON, "export": "Export as JSON"})
+    assert exported.status_code == 200 and exported.headers["Content-Disposition"].startswith("attachment")
+    assert json.loads(exported.get_data(as_text=True))["counts"]["flows"] == 1
+    unconfirmed = admin.post("/admin/subjects", data={"national_id": PERSON, "erase": "Erase"})
+    assert unconfirmed.status_code == 400 and "Tick the box" in unconfirmed.text
+    erased = admin.post("/admin/subjects", data={"national_id": PERSON, "erase": "Erase", "confirm": "y"})
+    assert erased.status_code == 302
+    assert json.loads(run(app, "export", PERSON).output)["counts"]["flows"] == 0
+    assert json.loads(run(app, "export", OTHER).output)["counts"]["flows"] == 1
+    assert signed_in("operator").get("/admin/subjects").status_code == 403

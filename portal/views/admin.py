@@ -4,7 +4,7 @@ import json
 from datetime import timedelta
 from urllib.parse import urlencode
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 from sqlalchemy import select
@@ -16,11 +16,20 @@ from ..audit import EXPORT_FORMATS, AuditFilter, audit_actions, export_audit, fi
 from ..csvexport import download_response
 from ..extensions import db
 from ..flowindex.search import day_start
-from ..forms import AuditFilterForm, ConfirmForm, NewUserForm, RejectedFilterForm, SubjectLookupForm, UserChangeForm
+from ..forms import (
+    AuditFilterForm,
+    ConfirmForm,
+    NewUserForm,
+    RejectedFilterForm,
+    SubjectLookupForm,
+    SubjectRequestForm,
+    UserChangeForm,
+)
 from ..masking import mask_national_id
 from ..models import RejectedDelivery, User, utc_now
 from ..paging import before_argument, newest_first
 from ..security import role_required
+from ..subjects import erase, export_document, find_subject
 from ..throttle import network_named
 from ..webhooks.schemes import REJECTION_KINDS
 from ..webhooks.store import rejected_samples, rejection_summary, rejection_tallies
@@ -173,6 +182,29 @@ def access():
     page = accesses_of(subject_key, None, ACCESS_ROWS)  # read before the look-up's own row
     record_access(subject_key, LOOKUP, "access log look-up")
     return render_template("admin/access.html", form=SubjectLookupForm(formdata=None), page=page, masked=masked)
+
+
+@bp.route("/subjects", methods=["GET", "POST"])
+def subjects():
+    """Access and erasure requests: a person's stored records as one JSON document, or erased."""
+    form = SubjectRequestForm()
+    held = current_app.extensions["portal.settings"].legal_hold
+    if not form.validate_on_submit():
+        status = 400 if form.is_submitted() else 200
+        return render_template("admin/subjects.html", form=form, held=held), status
+    found = find_subject(form.national_id.data)
+    if found is None:
+        form.national_id.errors = [_("This is not a valid Norwegian, Swedish or Finnish national id.")]
+        return render_template("admin/subjects.html", form=form, held=held), 400
+    if form.erase.data:
+        removed = erase(found, held, current_user.username)
+        flash(
+            _("Erased: %(counts)s.", counts=", ".join(f"{kind} {count}" for kind, count in removed.items())), "success"
+        )
+        return redirect(url_for("admin.subjects"))
+    record_audit(current_user.username, "subject_export", f"subject {found.subject_key[:12]}")
+    document = json.dumps(export_document(found), ensure_ascii=False, indent=2)
+    return download_response(f"subject-{found.subject_key[:12]}.json", [document], "application/json")
 
 
 @bp.get("/rejected")
