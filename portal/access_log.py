@@ -6,6 +6,7 @@ portal's key) can find that person's rows.
 """
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 
 from flask import current_app, has_request_context, request
@@ -82,6 +83,7 @@ def accesses_of(subject_key: str, before: int | None, limit: int) -> KeysetPage:
 
 
 def _id_values(document, depth: int = 0) -> Iterator[str]:
+    """Values under keys naming a national id, then id-shaped numbers in any other text."""
     if depth > 32:
         return
     if isinstance(document, dict):
@@ -93,6 +95,12 @@ def _id_values(document, depth: int = 0) -> Iterator[str]:
     elif isinstance(document, list):
         for item in document:
             yield from _id_values(item, depth + 1)
+    elif isinstance(document, str):
+        yield from ID_IN_TEXT.findall(document)
+
+
+# A number in free text that may be a national id (read_national_id decides): NO 11 digits, SE and FI forms.
+ID_IN_TEXT = re.compile(r"(?<![0-9])(?:[0-9]{6}[-+A]?[0-9]{3}[0-9A-Y]|[0-9]{11}|[0-9]{8}-?[0-9]{4})(?![0-9])")
 
 
 def _who() -> tuple[str, str | None]:

@@ -29,6 +29,7 @@ def two_people(app, signed_in, sandbox):
         deliver(app, {"type": "flow.status_changed", "data": {"flowId": flow_id, "status": "Opened"}})
         flows[person] = flow_id
     deliver(app, {"type": "note", "data": {"flowId": "not-in-the-index", "ssn": PERSON}})
+    deliver(app, {"type": "note", "data": {"flowId": "elsewhere", "message": f"Call about {PERSON} today"}})
     app.extensions["flow_index"].flush()
     with app.app_context():
         db.session.add(CreateSubmission(token=uuid.uuid4().hex, username="operator-user", flow_id=flows[PERSON]))
@@ -44,7 +45,7 @@ def test_the_export_holds_exactly_that_persons_records(app, two_people):
     result = run(app, "export", "151086 95088")
     assert result.exit_code == 0, result.output
     document = json.loads(result.output)
-    assert document["counts"] == {"flows": 1, "events": 2, "create_submissions": 1, "audit": 1, "access_log": 2}
+    assert document["counts"] == {"flows": 1, "events": 3, "create_submissions": 1, "audit": 1, "access_log": 2}
     assert [flow["flow_id"] for flow in document["flows"]] == [two_people[PERSON]]
     assert two_people[OTHER] not in result.output and "811218" not in result.output
     assert {entry["kind"] for entry in document["access_log"]} == {"flow_detail", "reveal"}
@@ -57,7 +58,7 @@ def test_erasure_leaves_none_of_the_persons_records_and_keeps_the_held_kind(app,
     before = run(app, "export", OTHER)
     result = run(app, "erase", PERSON, "--yes")
     assert result.exit_code == 0, result.output
-    assert "audit: removed 0 (kept: legal hold)" in result.output and "events: removed 2" in result.output
+    assert "audit: removed 0 (kept: legal hold)" in result.output and "events: removed 3" in result.output
     after = json.loads(run(app, "export", PERSON).output)
     assert after["counts"] == dict.fromkeys(after["counts"], 0), "nothing left that leads to the person"
     assert json.loads(run(app, "export", OTHER).output)["counts"] == json.loads(before.output)["counts"]
