@@ -1,25 +1,10 @@
 """Regression tests for inputs that once ended in a 500."""
 
-import json
 import uuid
 from datetime import datetime, timezone
 
 import pytest
-from standardwebhooks import Webhook
-
-from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
-
-
-def deliver(client, body: dict):
-    raw = json.dumps(body)
-    message_id, moment = f"msg_{uuid.uuid4().hex}", datetime.now(timezone.utc)
-    headers = {
-        "webhook-id": message_id,
-        "webhook-timestamp": str(int(moment.timestamp())),
-        "webhook-signature": Webhook(DEMO_WEBHOOK_SECRET).sign(message_id, moment, raw),
-        "content-type": "application/json",
-    }
-    return client.post("/webhooks/flow", data=raw, headers=headers)
+from support import deliver_signed
 
 
 @pytest.mark.parametrize(
@@ -33,7 +18,7 @@ def test_an_event_at_the_ends_of_the_calendar_breaks_no_page(app, sandbox, signe
         "timestamp": timestamp,
         "data": {"flowId": flow["flowId"], "referenceId": flow["referenceId"], "status": "Opened"},
     }
-    assert deliver(app.test_client(), event).status_code == 200
+    assert deliver_signed(app, event).status_code == 200
     staff = signed_in("operator")
     page = staff.get(f"/flows/{flow['flowId']}")
     assert page.status_code == 200 and "flow.status_changed" in page.text

@@ -739,15 +739,26 @@ def test_counts_of_the_least_recent_networks_are_folded_together_past_the_cap(ho
     assert rows[store.OTHER_NETWORKS] >= 5 and "203.0.11.0/24" in rows, "the newest stay, the oldest are summed"
 
 
-def test_rejections_from_many_networks_log_at_most_sixty_lines_a_minute(hook_app, caplog):
+def test_rejections_from_many_networks_log_sixty_lines_a_minute_then_say_how_many_were_not(hook_app, caplog):
+    from portal.webhooks.receiver import LOGGED_PER_MINUTE, _PerMinute
+
+    now = [600.0]
+    hook_app.extensions["webhooks.rejection_log"] = _PerMinute(LOGGED_PER_MINUTE, clock=lambda: now[0])
     logging.getLogger("portal").addHandler(caplog.handler)  # the migrations' fileConfig replaced root's
-    for number in range(80):
+
+    def junk_from(network: int) -> None:
         sender = hook_app.test_client()
-        sender.environ_base["REMOTE_ADDR"] = f"198.18.{number}.1"
+        sender.environ_base["REMOTE_ADDR"] = f"198.18.{network}.1"
         sender.post("/webhooks/flow", data=b"junk")
+
+    for number in range(80):
+        junk_from(number)
+    now[0] += 60  # the next minute
+    junk_from(200)
     logging.getLogger("portal").removeHandler(caplog.handler)
-    logged = {id(record) for record in caplog.records if "webhook rejected from" in record.getMessage()}
-    assert 1 <= len(logged) <= 60
+    messages = [record.getMessage() for record in {id(record): record for record in caplog.records}.values()]
+    assert len([message for message in messages if "webhook rejected from" in message]) == 60 + 1
+    assert "20 more webhook rejections in the previous minute were not logged" in messages
 
 
 def test_upstream_text_is_masked_after_its_spaces_are_made_plain():
