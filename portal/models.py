@@ -3,7 +3,7 @@
 from datetime import date, datetime, timezone
 
 from flask_login import UserMixin
-from sqlalchemy import Date, DateTime, Index, Integer, String, Text
+from sqlalchemy import Date, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 from werkzeug.security import check_password_hash, generate_password_hash
 
@@ -143,6 +143,10 @@ class RejectedDelivery(db.Model):
     known_sender: Mapped[bool] = mapped_column(default=False, server_default="0")
     signature_headers: Mapped[str] = mapped_column(Text, default="{}")
     body_head: Mapped[str] = mapped_column(Text, default="")
+    # Why verification failed, worked out while the secrets were at hand: a code and words for staff,
+    # never a secret.
+    diagnosis: Mapped[str | None] = mapped_column(String(40))
+    diagnosis_detail: Mapped[str | None] = mapped_column(String(255))
 
 
 class RejectionTally(db.Model):
@@ -241,6 +245,80 @@ class FlowRecord(db.Model):
     listed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # last time the service listed it
     stub: Mapped[bool] = mapped_column(default=False)  # known only from a webhook event so far
     gone_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # a sync found the service no longer lists it
+    # Milestones of the consent, for insights: first known Opened (or past it), and Accepted/Rejected.
+    opened_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    decided_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # What webhook events (or a refresh from the service) told the portal: compared with what the
+    # service says, to find a change the portal never heard about.
+    heard_version: Mapped[int | None] = mapped_column(Integer)
+    heard_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    heard_status: Mapped[str | None] = mapped_column(String(40))
+    gap_at: Mapped[datetime | None] = mapped_column(UtcDateTime, index=True)  # when a check found such a change
+    gap_reason: Mapped[str | None] = mapped_column(String(255))
+    unknown_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # the service answered 404 for this flow id
+
+
+class FlowIncident(db.Model):
+    """An incident the service reported on a flow (retrieve response or `flow.incident` event).
+
+    Open while the service still lists it; `resolved_at` once a fresh retrieve no longer does.
+    """
+
+    __tablename__ = "flow_incidents"
+    __table_args__ = (
+        UniqueConstraint("flow_id", "incident_id", name="uq_flow_incidents_flow_incident"),
+        Index("ix_flow_incidents_open", "resolved_at", "task_type", "task_category"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    flow_id: Mapped[str] = mapped_column(String(100), index=True)
+    incident_id: Mapped[str] = mapped_column(String(255))
+    task_type: Mapped[str | None] = mapped_column(String(100))
+    task_category: Mapped[str | None] = mapped_column(String(100))
+    message: Mapped[str | None] = mapped_column(String(1000))  # masked before it is stored
+    source: Mapped[str] = mapped_column(String(16))  # detail, webhook, sync
+    first_seen_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, index=True)
+    last_seen_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    resolved_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class Notification(db.Model):
+    """An outgoing notice (a flow got an incident, or is stuck) on one channel, sent with retries."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (
+        UniqueConstraint("channel", "dedupe_key", name="uq_notifications_channel_key"),
+        Index("ix_notifications_due", "status", "next_attempt_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    channel: Mapped[str] = mapped_column(String(16))  # webhook, email
+    kind: Mapped[str] = mapped_column(String(40))  # incident, stuck, test
+    dedupe_key: Mapped[str] = mapped_column(String(255))  # one notice per happening and channel
+    flow_id: Mapped[str | None] = mapped_column(String(100), index=True)
+    subject: Mapped[str] = mapped_column(String(255))
+    payload: Mapped[str] = mapped_column(Text)  # the JSON sent (national ids masked)
+    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending, sent, failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    last_error: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, index=True)
+    sent_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class NotificationAttempt(db.Model):
+    """One try at delivering a notification: when, how it went, in words an admin can act on."""
+
+    __tablename__ = "notification_attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    notification_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("notifications.id", ondelete="CASCADE"), index=True
+    )
+    at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    ok: Mapped[bool] = mapped_column(default=False)
+    detail: Mapped[str | None] = mapped_column(String(255))
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
 
 
 class Lease(db.Model):

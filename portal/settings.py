@@ -24,6 +24,7 @@ WEBHOOK_SCHEMES = ("standard-webhooks", "hmac-sha256")
 TOKEN_AUTH_METHODS = ("client_secret_post", "client_secret_basic")
 COUNTRIES = {"no": "Norway", "se": "Sweden", "fi": "Finland"}
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_EMAIL = re.compile(r"[^@\s,<>]+@[^@\s,<>]+\.[^@\s,<>]+")
 _SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")  # RFC 6749 §3.3 scope-token
 
 
@@ -87,6 +88,21 @@ class Settings:
     legal_hold: tuple[str, ...]
     gone_flow_retention_days: int
     reveal_purposes: tuple[str, ...]
+    # Secrets of a finished rotation: never accepted, only tried to tell staff a sender still signs with them.
+    webhook_retired_secrets: tuple[str, ...] = field(default=(), repr=False)
+    stuck_after_hours: int = 48
+    gap_grace_seconds: int = 300
+    notify_url: str | None = None
+    notify_secret: str | None = field(default=None, repr=False)
+    smtp_host: str | None = None
+    smtp_port: int = 587
+    smtp_security: str = "starttls"
+    smtp_user: str | None = None
+    smtp_password: str | None = field(default=None, repr=False)
+    notify_email_from: str | None = None
+    notify_email_to: tuple[str, ...] = ()
+    notify_max_attempts: int = 6
+    notify_backoff_seconds: int = 30
 
     @property
     def create_countries(self) -> list[str]:
@@ -181,19 +197,42 @@ def _jwt_key_path(read: _Reader) -> Path:
     return path
 
 
-def _webhook_secrets(read: _Reader, scheme: str) -> tuple[str, ...]:
-    raw = read.text("FLOW_WEBHOOK_SECRETS", "", secret=True)
+def _webhook_secrets(read: _Reader, scheme: str, name: str = "FLOW_WEBHOOK_SECRETS") -> tuple[str, ...]:
+    raw = read.text(name, "", secret=True)
     secrets = tuple(part.strip() for part in raw.split(",") if part.strip())
     if scheme == "standard-webhooks":
         for index, secret in enumerate(secrets):
-            try:
-                if not secret.startswith("whsec_") or not base64.b64decode(secret[6:], validate=True):
-                    raise ValueError
-            except (ValueError, binascii.Error):
-                raise SettingsError(
-                    f"FLOW_WEBHOOK_SECRETS: secret #{index + 1} must be whsec_ followed by base64"
-                ) from None
+            if not is_whsec(secret):
+                raise SettingsError(f"{name}: secret #{index + 1} must be whsec_ followed by base64")
     return secrets
+
+
+def is_whsec(secret: str) -> bool:
+    """A Standard Webhooks secret: `whsec_` and base64 of some bytes."""
+    try:
+        return secret.startswith("whsec_") and bool(base64.b64decode(secret[6:], validate=True))
+    except (ValueError, binascii.Error):
+        return False
+
+
+def _notify_secret(read: _Reader, url: str | None) -> str | None:
+    secret = read.text("PORTAL_NOTIFY_SECRET", secret=True)
+    if url and not secret:
+        raise SettingsError("PORTAL_NOTIFY_SECRET is required when PORTAL_NOTIFY_URL is set (whsec_ and base64)")
+    if secret and not is_whsec(secret):
+        raise SettingsError("PORTAL_NOTIFY_SECRET must be whsec_ followed by base64")
+    return secret
+
+
+def _email_addresses(read: _Reader, name: str, required: bool) -> tuple[str, ...]:
+    raw = read.text(name, "") or ""
+    addresses = tuple(part.strip() for part in raw.split(",") if part.strip())
+    if required and not addresses:
+        raise SettingsError(f"{name} is required when PORTAL_SMTP_HOST is set")
+    for address in addresses:
+        if not _EMAIL.fullmatch(address):
+            raise SettingsError(f"{name}: {address!r} is not an e-mail address")
+    return addresses
 
 
 def _timezone(read: _Reader) -> str:
@@ -323,6 +362,24 @@ def _metrics_allow(read: _Reader) -> tuple[ipaddress.IPv4Network | ipaddress.IPv
         raise SettingsError(f"PORTAL_METRICS_ALLOW: {error}") from None
 
 
+def _notification_settings(read: _Reader) -> dict:
+    url = read.url("PORTAL_NOTIFY_URL")
+    smtp_host = read.text("PORTAL_SMTP_HOST")
+    return {
+        "notify_url": url,
+        "notify_secret": _notify_secret(read, url),
+        "smtp_host": smtp_host,
+        "smtp_port": read.number("PORTAL_SMTP_PORT", 587, 1, 65535),
+        "smtp_security": read.choice("PORTAL_SMTP_SECURITY", ("starttls", "tls", "none"), "starttls"),
+        "smtp_user": read.text("PORTAL_SMTP_USER"),
+        "smtp_password": read.text("PORTAL_SMTP_PASSWORD", secret=True),
+        "notify_email_from": (_email_addresses(read, "PORTAL_NOTIFY_EMAIL_FROM", bool(smtp_host)) or (None,))[0],
+        "notify_email_to": _email_addresses(read, "PORTAL_NOTIFY_EMAIL_TO", bool(smtp_host)),
+        "notify_max_attempts": read.number("PORTAL_NOTIFY_MAX_ATTEMPTS", 6, 1, 20),
+        "notify_backoff_seconds": read.number("PORTAL_NOTIFY_BACKOFF_SECONDS", 30, 1, 3600),
+    }
+
+
 def load_settings(env: Mapping | None = None, *, instance_path: str = "instance", testing=False) -> Settings:
     """Build the settings from `env` (default: the process environment)."""
     read = _Reader(os.environ if env is None else env)
@@ -391,6 +448,10 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         legal_hold=_legal_hold(read),
         gone_flow_retention_days=read.number("PORTAL_GONE_FLOW_RETENTION_DAYS", 90, 0, 36500),
         reveal_purposes=_reveal_purposes(read),
+        webhook_retired_secrets=_webhook_secrets(read, webhook_scheme, "FLOW_WEBHOOK_RETIRED_SECRETS"),
+        stuck_after_hours=read.number("PORTAL_STUCK_AFTER_HOURS", 48, 1, 24 * 365),
+        gap_grace_seconds=read.number("PORTAL_GAP_GRACE_SECONDS", 300, 0, 86_400),
+        **_notification_settings(read),
     )
     if settings.environment == "production":
         problems = production_problems(settings, workers=read.number("PORTAL_WORKERS", None, 1, 1024))

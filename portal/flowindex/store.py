@@ -24,6 +24,8 @@ STATE_PARTS = (
     (("archived",), "archived_at", "archived_source"),
     (("has_incidents", "version", "updated_at"), "state_at", None),
 )
+OPENED_OR_PAST = ("Opened", "Accepted", "Rejected")
+DECIDED = ("Accepted", "Rejected")
 # What a flow is from its creation on: filled in by any source that knows it.
 IDENTITY_FIELDS = ("reference_id", "flow_number", "created_at", "last_name", "country")
 
@@ -150,6 +152,9 @@ def merge(record: FlowRecord, observation: Observation, index_key: bytes, fresh:
         current = newer_version if newer_version is not None else _not_older(record, time_column, observation)
         if carried and current:
             changed |= _merge_part(record, observation, fields, time_column, source_column)
+    _merge_milestones(record, observation)
+    if observation.source == WEBHOOK:
+        _merge_heard(record, observation)
     record.seen_at = max(record.seen_at or observation.seen_at, observation.seen_at)
     if observation.listed:
         record.listed_at = max(record.listed_at or observation.seen_at, observation.seen_at)
@@ -160,6 +165,30 @@ def merge(record: FlowRecord, observation: Observation, index_key: bytes, fresh:
         record.changed_at = observation.seen_at
         record.change_source = observation.source
     return changed
+
+
+def _merge_milestones(record: FlowRecord, observation: Observation) -> None:
+    """When the flow was first known opened and decided: the earliest time any source puts on it.
+
+    A webhook event says when; a list or retrieve only that it had happened by then (its `updatedAt`,
+    when it has one, is closer), so a late event moves the milestone back to its own time.
+    """
+    status = observation.consent_status
+    if status not in OPENED_OR_PAST:
+        return
+    when = observation.state_at if observation.source == WEBHOOK else (observation.updated_at or observation.state_at)
+    record.opened_at = min(record.opened_at or when, when)
+    if status in DECIDED:
+        record.decided_at = min(record.decided_at or when, when)
+
+
+def _merge_heard(record: FlowRecord, observation: Observation) -> None:
+    """What the flow's webhook events have told: the highest version, the newest time and its status."""
+    if observation.version is not None:
+        record.heard_version = max(record.heard_version or observation.version, observation.version)
+    if record.heard_at is None or observation.state_at >= record.heard_at:
+        record.heard_at = observation.state_at
+        record.heard_status = observation.consent_status or record.heard_status
 
 
 def _version_order(record: FlowRecord, observation: Observation) -> bool | None:
