@@ -256,6 +256,7 @@ class FlowRecord(db.Model):
     gap_at: Mapped[datetime | None] = mapped_column(UtcDateTime, index=True)  # when a check found such a change
     gap_reason: Mapped[str | None] = mapped_column(String(255))
     unknown_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # the service answered 404 for this flow id
+    actions: Mapped[str | None] = mapped_column(String(255))  # the retrieve response's actions, comma-separated
 
 
 class FlowIncident(db.Model):

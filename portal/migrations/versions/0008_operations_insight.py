@@ -25,6 +25,7 @@ FLOW_INDEX_COLUMNS = (
     ('gap_at', sa.DateTime(timezone=True)),
     ('gap_reason', sa.String(length=255)),
     ('unknown_at', sa.DateTime(timezone=True)),
+    ('actions', sa.String(length=255)),
 )
 
 
