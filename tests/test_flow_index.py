@@ -190,3 +190,41 @@ def test_the_writer_skips_a_flow_seen_again_unchanged_within_a_minute(index_app)
 def test_a_version_no_integer_column_holds_is_left_out_not_an_error(version):
     observation = from_event("f-1", "flow.status_changed", "Opened", None, None, {"data": {"version": version}}, at(1))
     assert observation.version is None and observation.consent_status == "Opened"
+
+
+# -- consent milestones and what events told (insights, gap detection) --------------------------
+
+
+def test_milestones_take_the_earliest_time_any_source_puts_on_them(index_app):
+    listed = Observation("f-m", LIST, at(30), at(30), consent_status="Accepted")
+    observe(index_app, listed)
+    record = seen(index_app, "f-m")
+    assert record.opened_at == record.decided_at == at(30), "a list only says it had happened by then"
+    late_events = (
+        Observation("f-m", WEBHOOK, at(31), at(5), consent_status="Opened"),
+        Observation("f-m", WEBHOOK, at(31), at(12), consent_status="Accepted"),
+    )
+    observe(index_app, *late_events)
+    record = seen(index_app, "f-m")
+    assert (record.opened_at, record.decided_at) == (at(5), at(12)), "a late event moves each back to its own time"
+    observe(index_app, Observation("f-m", DETAIL, at(40), at(40), updated_at=at(20), lifecycle="completed"))
+    assert seen(index_app, "f-m").decided_at == at(12), "a retrieve carries no consent status: no milestone"
+
+
+def test_an_unopened_flow_has_no_milestones(index_app):
+    observe(index_app, Observation("f-u", LIST, at(1), at(1), consent_status="Unopened"))
+    record = seen(index_app, "f-u")
+    assert record.opened_at is None and record.decided_at is None
+
+
+def test_heard_keeps_the_highest_version_and_the_newest_event(index_app):
+    observe(
+        index_app,
+        Observation("f-h", WEBHOOK, at(3), at(3), version=3, consent_status="Opened"),
+        Observation("f-h", WEBHOOK, at(4), at(1), version=1, consent_status="Unopened"),
+    )
+    record = seen(index_app, "f-h")
+    assert (record.heard_version, record.heard_at, record.heard_status) == (3, at(3), "Opened")
+    observe(index_app, Observation("f-h", LIST, at(9), at(9), consent_status="Accepted"))
+    record = seen(index_app, "f-h")
+    assert (record.heard_version, record.heard_status) == (3, "Opened"), "only webhook events are heard"
