@@ -325,10 +325,12 @@ class RejectedFilterForm(FlaskForm):
         validators=[Optional(), Length(max=64), printable],
         render_kw={"spellcheck": "false"},
     )
+    diagnosis = SelectField(_l("Why"), default="")
 
-    def __init__(self, kinds: tuple[str, ...], **kwargs):
+    def __init__(self, kinds: tuple[str, ...], diagnoses: dict | None = None, **kwargs):
         super().__init__(**kwargs)
         self.kind.choices = [ANY, *((kind, kind) for kind in kinds)]
+        self.diagnosis.choices = [ANY, *((code, f"{title} ({code})") for code, title in (diagnoses or {}).items())]
 
 
 class SubjectLookupForm(FlaskForm):

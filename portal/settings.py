@@ -207,6 +207,19 @@ def _webhook_secrets(read: _Reader, scheme: str, name: str = "FLOW_WEBHOOK_SECRE
     return secrets
 
 
+def _retired_secrets(read: _Reader, scheme: str) -> tuple[str, ...]:
+    """Old secrets of a rotation: never accepted, only used to say that a sender still signs with one."""
+    retired = _webhook_secrets(read, scheme, "FLOW_WEBHOOK_RETIRED_SECRETS")
+    live = set(_webhook_secrets(read, scheme))
+    for index, secret in enumerate(retired):
+        if secret in live:
+            raise SettingsError(
+                f"FLOW_WEBHOOK_RETIRED_SECRETS: secret #{index + 1} is also in FLOW_WEBHOOK_SECRETS; "
+                "a secret is either accepted or retired"
+            )
+    return retired
+
+
 def is_whsec(secret: str) -> bool:
     """A Standard Webhooks secret: `whsec_` and base64 of some bytes."""
     try:
@@ -448,7 +461,7 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         legal_hold=_legal_hold(read),
         gone_flow_retention_days=read.number("PORTAL_GONE_FLOW_RETENTION_DAYS", 90, 0, 36500),
         reveal_purposes=_reveal_purposes(read),
-        webhook_retired_secrets=_webhook_secrets(read, webhook_scheme, "FLOW_WEBHOOK_RETIRED_SECRETS"),
+        webhook_retired_secrets=_retired_secrets(read, webhook_scheme),
         stuck_after_hours=read.number("PORTAL_STUCK_AFTER_HOURS", 48, 1, 24 * 365),
         gap_grace_seconds=read.number("PORTAL_GAP_GRACE_SECONDS", 300, 0, 86_400),
         **_notification_settings(read),

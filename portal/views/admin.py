@@ -31,8 +31,9 @@ from ..paging import before_argument, newest_first
 from ..security import role_required
 from ..subjects import erase, export_document, find_subject
 from ..throttle import network_named
+from ..webhooks.diagnosis import TITLES as DIAGNOSIS_TITLES
 from ..webhooks.schemes import REJECTION_KINDS
-from ..webhooks.store import rejected_samples, rejection_summary, rejection_tallies
+from ..webhooks.store import diagnosis_summary, rejected_samples, rejection_summary, rejection_tallies
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
@@ -210,18 +211,21 @@ def subjects():
 @bp.get("/rejected")
 def rejected():
     """Refused deliveries: every one counted by reason and address, the newest kept as samples."""
-    form = RejectedFilterForm(REJECTION_KINDS, formdata=request.args)
+    form = RejectedFilterForm(REJECTION_KINDS, DIAGNOSIS_TITLES, formdata=request.args)
     if not form.validate():
         return render_template("admin/rejected.html", form=form, summary=rejection_summary(), page=None), 400
     kind, source = form.kind.data or None, (form.source.data or "").strip() or None
+    why = form.diagnosis.data or None
     network = network_named(source) if source else None
-    args = {name: value for name, value in (("kind", kind), ("source", source)) if value}
+    args = {name: value for name, value in (("kind", kind), ("source", source), ("diagnosis", why)) if value}
     before = before_argument(request.args.get("before"))
-    page = newest_first(rejected_samples(network), RejectedDelivery, before, PAGE_SIZE)
+    page = newest_first(rejected_samples(network, why), RejectedDelivery, before, PAGE_SIZE)
     return render_template(
         "admin/rejected.html",
         form=form,
         summary=rejection_summary(),
+        diagnoses=diagnosis_summary(),
+        diagnosis_titles=DIAGNOSIS_TITLES,
         tallies=rejection_tallies(kind, network, TALLY_ROWS),
         tally_rows=TALLY_ROWS,
         page=page,

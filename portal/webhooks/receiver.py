@@ -16,6 +16,7 @@ from .. import metrics
 from ..extensions import csrf
 from ..flowindex.feed import saw_event
 from ..throttle import REJECTED_DELIVERIES_PER_NETWORK, ThrottleUnavailable, client_address, network_of, throttle
+from .diagnosis import Delivery, Diagnosis, diagnose
 from .schemes import DeliveryRejected, signature_headers, verify_delivery
 from .shape import EventShape, read_event
 from .store import (
@@ -24,6 +25,7 @@ from .store import (
     record_event,
     record_rejection,
     storable_moment,
+    stored_body,
     tally_rejection,
     was_pruned,
 )
@@ -65,18 +67,39 @@ def _reject(status: int, public: str, kind: str, reason: str, body_head: bytes =
         response[0].headers["Retry-After"] = str(verdict.retry_after)
         return response
     headers = signature_headers(request.headers, settings.webhook_scheme, settings.webhook_header)
-    record_rejection(reason, address, network, headers, body_head, settings.rejected_keep)
-    _log_rejection(address, reason)
+    diagnosis = _diagnosis(settings, kind, body_head)
+    record_rejection(reason, address, network, headers, body_head, settings.rejected_keep, diagnosis)
+    _log_rejection(address, reason, diagnosis.code)
     return _answer(status, {"error": public})
 
 
-def _log_rejection(address: str, reason: str) -> None:
+def _diagnosis(settings, kind: str, body: bytes) -> Diagnosis:
+    """Why the delivery was refused, worked out only for a kept sample; a fault here never turns a 4xx into a 500."""
+    delivery = Delivery(
+        body=body,
+        headers=request.headers,
+        scheme=settings.webhook_scheme,
+        secrets=settings.webhook_secrets,
+        retired=settings.webhook_retired_secrets,
+        hmac_header=settings.webhook_header,
+        id_header=settings.webhook_id_header,
+        now=current_app.extensions["portal.clock"](),
+        stored_body=stored_body,
+    )
+    try:
+        return diagnose(delivery, kind)
+    except Exception as error:  # the rejection stands whatever the diagnosis does; only the type is logged
+        current_app.logger.warning("webhook rejection not diagnosed: %s", type(error).__name__)
+        return Diagnosis("undiagnosed", f"the diagnosis failed ({type(error).__name__}); the reason still holds")
+
+
+def _log_rejection(address: str, reason: str, diagnosis: str) -> None:
     """One warning per rejection, at most LOGGED_PER_MINUTE a minute whatever the number of networks."""
     allowed, suppressed = current_app.extensions["webhooks.rejection_log"].take()
     if suppressed:
         current_app.logger.warning("%d more webhook rejections in the previous minute were not logged", suppressed)
     if allowed:
-        current_app.logger.warning("webhook rejected from %r: %r", address, reason)
+        current_app.logger.warning("webhook rejected from %r: %r (diagnosis %s)", address, reason, diagnosis)
 
 
 class _PerMinute:

@@ -18,6 +18,7 @@ from ..flowapi.models import parse_timestamp
 from ..masking import mask_document, mask_text
 from ..models import FlowRecord, PrunedEvent, RejectedDelivery, RejectionTally, UtcDateTime, WebhookEvent
 from ..paging import KeysetPage, newest_first
+from .diagnosis import Diagnosis
 from .schemes import Verified
 from .shape import EventFields
 
@@ -178,7 +179,13 @@ def _fold_oldest_tallies(insert) -> None:
 
 
 def record_rejection(
-    reason: str, source_ip: str | None, network: str | None, headers: dict, body_head: bytes, keep: int
+    reason: str,
+    source_ip: str | None,
+    network: str | None,
+    headers: dict,
+    body_head: bytes,
+    keep: int,
+    diagnosis: Diagnosis | None = None,
 ) -> None:
     """Keep a sample of the rejection for admins: the newest SAMPLES_PER_SOURCE per address, `keep` in all.
 
@@ -197,6 +204,8 @@ def record_rejection(
             known_sender=known,
             signature_headers=json.dumps(headers),
             body_head=sample_of(body_head),
+            diagnosis=diagnosis.code[:40] if diagnosis else None,
+            diagnosis_detail=clean_text(diagnosis.detail, 255) if diagnosis else None,
         )
     )
     db.session.flush()
@@ -274,10 +283,36 @@ def rejection_tallies(kind: str | None, network: str | None, limit: int) -> list
     return list(db.session.scalars(query.limit(limit)))
 
 
-def rejected_samples(network: str | None) -> Select:
-    """The kept samples of refused deliveries, from one network when given."""
+def rejected_samples(network: str | None, diagnosis: str | None = None) -> Select:
+    """The kept samples of refused deliveries, from one network and with one diagnosis when given."""
     query = select(RejectedDelivery)
+    if diagnosis:
+        query = query.where(RejectedDelivery.diagnosis == diagnosis)
     return query.where(RejectedDelivery.network == network) if network else query
+
+
+@dataclass(frozen=True)
+class DiagnosisSummary:
+    code: str
+    count: int
+    last_at: datetime
+
+
+def diagnosis_summary() -> list[DiagnosisSummary]:
+    """How many kept samples have each diagnosis, most recent first (samples are bounded, so counts are too)."""
+    query = (
+        select(RejectedDelivery.diagnosis, func.count(RejectedDelivery.id), func.max(RejectedDelivery.at))
+        .where(RejectedDelivery.diagnosis.is_not(None))
+        .group_by(RejectedDelivery.diagnosis)
+        .order_by(func.max(RejectedDelivery.at).desc())
+    )
+    return [DiagnosisSummary(code, int(count), last_at) for code, count, last_at in db.session.execute(query)]
+
+
+def stored_body(event_id: str) -> bytes | None:
+    """The raw body of the stored event with this id, None when there is none."""
+    body = db.session.scalar(select(WebhookEvent.body).where(WebhookEvent.event_id == event_id).limit(1))
+    return body.encode("utf-8") if body is not None else None
 
 
 def events_for_flow(flow_id: str, reference_id: str | None) -> list[WebhookEvent]:
