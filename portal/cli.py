@@ -35,6 +35,7 @@ from .csvexport import csv_chunks
 from .extensions import db
 from .flowapi import FlowApiError, InsufficientScope, TokenRequestRefused, Unauthorized, UpstreamProtocolError
 from .flowapi.auth import MIN_KEY_BITS
+from .flowindex.gapcheck import GAP_CHECKS
 from .flowindex.sync import ALL, ARCHIVED, CURRENT, LeaseLost, SyncLocked, SyncReport, SyncStopped, run_sync
 from .masking import mask_document
 from .models import ROLES, User
@@ -379,14 +380,21 @@ def _signature(settings, event_id: str, now: datetime, body: str) -> dict:
     show_default=True,
     help="Then fetch the page of up to N flows the index has no last name for, so search finds them by name.",
 )
-def sync_flows(archived: bool, walk_all: bool, since: str | None, details: int):
+@click.option(
+    "--gap-checks",
+    type=click.IntRange(0, 100_000),
+    default=GAP_CHECKS,
+    show_default=True,
+    help="Then fetch up to N flows whose webhook events seem to have missed a change, to flag or clear them.",
+)
+def sync_flows(archived: bool, walk_all: bool, since: str | None, details: int, gap_checks: int):
     """Walk the Flow Service's pages into the flow index; one sync at a time across instances."""
     if archived and walk_all:
         raise click.UsageError("use --archived or --all, not both")
     lists = ALL if walk_all else ARCHIVED if archived else CURRENT
     try:
         progress = _print_progress if sys.stdout.isatty() else None
-        report = run_sync(lists, _since(since), progress=progress, details=details)
+        report = run_sync(lists, _since(since), progress=progress, details=details, gap_checks=gap_checks)
     except SyncLocked as locked:
         click.echo(str(locked))
         return
@@ -396,6 +404,7 @@ def sync_flows(archived: bool, walk_all: bool, since: str | None, details: int):
             f"flows sync stopped: {reason}; written before it stopped: {stop.report.progress()}"
         ) from None
     click.echo(report.summary())
+    click.echo(report.gaps.line())
 
 
 def _print_progress(report: SyncReport) -> None:

@@ -10,11 +10,13 @@ from datetime import datetime
 from typing import Any
 
 from ..flowapi.models import CreatedFlow, FlowDetail, FlowSummary, parse_timestamp, read_flag
+from .incidents import IncidentReport, detail_incidents, event_incidents
 
 CREATE, LIST, DETAIL, WEBHOOK, SYNC = "create", "list", "detail", "webhook", "sync"
 CONSENT_STATUSES = ("Unopened", "Opened", "Accepted", "Rejected")
 LIFECYCLES = ("active", "completed", "cancelled")
 MAX_TEXT = 100
+MAX_ACTIONS = 255
 STORABLE_INTEGERS = range(-(2**31), 2**31)  # what an Integer column holds on PostgreSQL as on SQLite
 
 
@@ -39,6 +41,8 @@ class Observation:
     country: str | None = None
     last_name: str | None = None
     created_by: str | None = None
+    actions: str | None = None  # the retrieve response's actions, comma-separated
+    incidents: IncidentReport | None = None
 
     @property
     def listed(self) -> bool:
@@ -91,6 +95,8 @@ def from_detail(flow: FlowDetail, seen_at: datetime) -> Observation:
         updated_at=flow.updated_at,
         national_id=flow.data.national_id,
         last_name=_short(flow.data.last_name),
+        actions=_actions(flow.actions),
+        incidents=detail_incidents(flow),
     )
 
 
@@ -146,7 +152,16 @@ def from_event(
         lifecycle=_short(field("flowStatus")),
         archived=read_flag(field("archived")),
         has_incidents=incident,
+        incidents=event_incidents(event_type, payload),
     )
+
+
+def _actions(actions: list[str]) -> str:
+    """The actions as one comma-separated text that fits its column (whole names only)."""
+    names = [name for name in (action.strip().replace(",", " ")[:40] for action in actions) if name]
+    while len(",".join(names)) > MAX_ACTIONS:
+        names.pop()
+    return ",".join(names)
 
 
 def _integer(value: Any) -> int | None:

@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ..extensions import db
 from ..models import FlowRecord
+from .incidents import record_incidents
 from .keys import name_key, read_national_id
 from .observations import CREATE, WEBHOOK, Observation
 
@@ -22,7 +23,7 @@ STATE_PARTS = (
     (("consent_status",), "status_at", "status_source"),
     (("lifecycle",), "lifecycle_at", "lifecycle_source"),
     (("archived",), "archived_at", "archived_source"),
-    (("has_incidents", "version", "updated_at"), "state_at", None),
+    (("has_incidents", "version", "updated_at", "actions"), "state_at", None),
 )
 OPENED_OR_PAST = ("Opened", "Accepted", "Rejected")
 DECIDED = ("Accepted", "Rejected")
@@ -89,6 +90,7 @@ def _try_batch(batch: list[Observation], index_key: bytes) -> Applied:
             applied.changed.add(observation.flow_id)
         applied.seen.add(observation.flow_id)
     _write_rows([row for row in rows.values() if row.id is None], [row for row in rows.values() if row.id is not None])
+    record_incidents(batch)  # in the same transaction: a lost race retries both
     db.session.commit()
     applied.changed -= applied.new
     return applied
@@ -161,6 +163,7 @@ def merge(record: FlowRecord, observation: Observation, index_key: bytes, fresh:
         record.gone_at = None
     if observation.source != WEBHOOK:
         record.stub = False
+        record.unknown_at = None  # the service named it: it knows the flow
     if changed and not fresh:
         record.changed_at = observation.seen_at
         record.change_source = observation.source

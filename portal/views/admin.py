@@ -15,6 +15,8 @@ from ..accounts import AccountError, change_role, create_account, set_disabled, 
 from ..audit import EXPORT_FORMATS, AuditFilter, audit_actions, export_audit, find_audit, record_audit
 from ..csvexport import download_response
 from ..extensions import db
+from ..flowindex.gapcheck import event_counts, gap_page, unknown_page
+from ..flowindex.gaps import describe_gap
 from ..flowindex.search import day_start
 from ..forms import (
     AuditFilterForm,
@@ -233,3 +235,30 @@ def rejected():
         next_url=url_for("admin.rejected", **args, before=page.next_before) if page.next_before else None,
         newest_url=url_for("admin.rejected", **args) if before else None,
     )
+
+
+# -- gaps --------------------------------------------------------------------------------------
+
+
+@bp.get("/gaps")
+def gaps():
+    """Flows with a change the portal never heard about, and events for flows the service does not know."""
+    before, unknown_before = (before_argument(request.args.get(name)) for name in ("before", "unknown_before"))
+    page, unknown = gap_page(before, PAGE_SIZE), unknown_page(unknown_before, PAGE_SIZE)
+    return render_template(
+        "admin/gaps.html",
+        page=page,
+        unknown=unknown,
+        reasons={row.id: describe_gap(row.gap_reason) for row in page.rows},
+        event_counts=event_counts([row.flow_id for row in unknown.rows]),
+        refresh_form=ConfirmForm(),
+        next_url=_gaps_url(before=page.next_before, unknown_before=unknown_before) if page.next_before else None,
+        newest_url=_gaps_url(unknown_before=unknown_before) if before else None,
+        unknown_next_url=_gaps_url(before=before, unknown_before=unknown.next_before) if unknown.next_before else None,
+        unknown_newest_url=_gaps_url(before=before) if unknown_before else None,
+    )
+
+
+def _gaps_url(**positions: int | None) -> str:
+    """The gaps page at these positions of its two lists."""
+    return url_for("admin.gaps", **{name: value for name, value in positions.items() if value})

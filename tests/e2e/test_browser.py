@@ -235,6 +235,7 @@ def test_every_page_is_accessible_in_both_languages(page, stack, shot):
         "users": "/admin/users",
         "audit": "/admin/audit",
         "rejected": "/admin/rejected",
+        "gaps": "/admin/gaps",
         "not-found": "/flows/00000000-0000-4000-8000-000000000000",
     }
     for language in ("en", "nb"):

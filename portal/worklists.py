@@ -1,0 +1,315 @@
+"""Work lists for support staff, from the flow index and its incidents: stuck flows and the incident queue.
+
+A flow is *stuck* when its consent is not done (Unopened, Opened or not known), it is neither completed
+nor cancelled, archived, gone from the service nor known only from a webhook event, and nothing changed
+for longer than a set time. Its *last change* is the service's `updatedAt` when the index has it (and
+it is not older than the opening the index knows of); else when it was first known opened; else its
+creation; else when the portal first saw it. Not `status_at`: a list fetch moves that without a change.
+
+Lists are oldest first and paged by keyset (a cursor of the last row's time and row id).
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import and_, case, func, or_, select, true
+
+from .extensions import db
+from .models import FlowIncident, FlowRecord
+
+OPEN_CONSENT = ("Unopened", "Opened")
+FINISHED_LIFECYCLES = ("completed", "cancelled")
+MAX_LIMIT = 500
+ACTION_SEPARATOR = ","
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page ended: the last row's time and id; the next page starts after it."""
+
+    at: datetime
+    row_id: int
+
+    def text(self) -> str:
+        return f"{int(self.at.timestamp() * 1_000_000)}.{self.row_id}"
+
+
+def read_cursor(raw: str | None) -> Cursor | None:
+    """A cursor from the query string (`<microseconds>.<row id>`), or None when it is not one."""
+    micros, dot, row_id = (raw or "").strip().partition(".")
+    if not (dot and micros.isascii() and micros.isdigit() and row_id.isascii() and row_id.isdigit()):
+        return None
+    if len(micros) > 17 or len(row_id) > 10:
+        return None
+    try:
+        return Cursor(datetime.fromtimestamp(int(micros) / 1_000_000, timezone.utc), int(row_id))
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+@dataclass(frozen=True)
+class StuckFlow:
+    """A flow whose consent is not done and that has not changed for a while."""
+
+    flow_id: str
+    reference_id: str | None
+    consent_status: str | None
+    lifecycle: str | None
+    last_change_at: datetime | None
+    open_incidents: int
+    national_id_masked: str | None = None
+    row_id: int = 0
+
+
+@dataclass(frozen=True)
+class IncidentGroup:
+    """Open incidents of one task type and category, and on how many flows."""
+
+    task_type: str | None
+    task_category: str | None
+    incidents: int
+    flows: int
+    oldest_at: datetime | None
+
+
+@dataclass(frozen=True)
+class OpenIncident:
+    """One open incident with what staff need to act on its flow."""
+
+    row_id: int
+    flow_id: str
+    incident_id: str
+    task_type: str | None
+    task_category: str | None
+    message: str | None
+    first_seen_at: datetime
+    last_seen_at: datetime
+    reference_id: str | None
+    consent_status: str | None
+    actions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IncidentFlow:
+    """A flow with open incidents: how many, and since when the oldest is open."""
+
+    flow_id: str
+    reference_id: str | None
+    national_id_masked: str | None
+    consent_status: str | None
+    lifecycle: str | None
+    open_incidents: int
+    oldest_at: datetime
+    row_id: int = 0
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a work list; `next_cursor` None on the last one."""
+
+    rows: list
+    next_cursor: Cursor | None
+
+
+def _limited(limit: int) -> int:
+    return max(1, min(int(limit), MAX_LIMIT))
+
+
+def last_change_expression():
+    """The flow's last change in SQL, as the module docstring says."""
+    updated, opened = FlowRecord.updated_at, FlowRecord.opened_at
+    service_said = and_(updated.is_not(None), or_(opened.is_(None), updated >= opened))
+    return case((service_said, updated), else_=func.coalesce(opened, FlowRecord.created_at, FlowRecord.changed_at))
+
+
+def _not_done():
+    return and_(
+        or_(FlowRecord.consent_status.in_(OPEN_CONSENT), FlowRecord.consent_status.is_(None)),
+        or_(FlowRecord.lifecycle.not_in(FINISHED_LIFECYCLES), FlowRecord.lifecycle.is_(None)),
+        or_(FlowRecord.archived.is_(False), FlowRecord.archived.is_(None)),
+        FlowRecord.gone_at.is_(None),
+        FlowRecord.unknown_at.is_(None),
+        FlowRecord.stub.is_(False),
+    )
+
+
+def _open_incident_count():
+    return (
+        select(func.count(FlowIncident.id))
+        .where(FlowIncident.flow_id == FlowRecord.flow_id, FlowIncident.resolved_at.is_(None))
+        .scalar_subquery()
+    )
+
+
+def _after(expression, column, cursor: Cursor | None):
+    if cursor is None:
+        return true()
+    return or_(expression > cursor.at, and_(expression == cursor.at, column > cursor.row_id))
+
+
+def _page(rows: Sequence, limit: int, cursor_of) -> Page:
+    shown = list(rows[:limit])
+    return Page(shown, cursor_of(shown[-1]) if len(rows) > limit else None)
+
+
+def stuck_page(now: datetime, stuck_after: timedelta, after: Cursor | None = None, limit: int = 100) -> Page:
+    """One page of stuck flows (`StuckFlow`), oldest change first."""
+    limit, last_change = _limited(limit), last_change_expression().label("last_change_at")
+    query = (
+        select(FlowRecord, last_change, _open_incident_count().label("open_incidents"))
+        .where(_not_done(), last_change_expression() < now - stuck_after)
+        .where(_after(last_change_expression(), FlowRecord.id, after))
+        .order_by(last_change_expression(), FlowRecord.id)
+        .limit(limit + 1)
+    )
+    rows = [_stuck(record, changed, count) for record, changed, count in db.session.execute(query)]
+    return _page(rows, limit, lambda row: Cursor(row.last_change_at, row.row_id))
+
+
+def find_stuck(now: datetime, stuck_after: timedelta, limit: int = 100) -> list[StuckFlow]:
+    """Flows stuck for longer than `stuck_after` at `now`, oldest change first."""
+    return stuck_page(now, stuck_after, None, limit).rows
+
+
+def count_stuck(now: datetime, stuck_after: timedelta) -> int:
+    query = select(func.count(FlowRecord.id)).where(_not_done(), last_change_expression() < now - stuck_after)
+    return db.session.scalar(query) or 0
+
+
+def _stuck(record: FlowRecord, changed: datetime | None, open_incidents: int) -> StuckFlow:
+    return StuckFlow(
+        flow_id=record.flow_id,
+        reference_id=record.reference_id,
+        consent_status=record.consent_status,
+        lifecycle=record.lifecycle,
+        last_change_at=_aware(changed),
+        open_incidents=open_incidents or 0,
+        national_id_masked=record.national_id_masked,
+        row_id=record.id,
+    )
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """An expression's value comes back without the column type: naive on SQLite, so UTC is said here."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=timezone.utc)
+
+
+# -- incidents -----------------------------------------------------------------------------------
+
+
+def _open():
+    return FlowIncident.resolved_at.is_(None)
+
+
+def open_incident_groups() -> list[IncidentGroup]:
+    """Open incidents counted by task type and category, the largest group first."""
+    count = func.count(FlowIncident.id)
+    query = (
+        select(
+            FlowIncident.task_type,
+            FlowIncident.task_category,
+            count,
+            func.count(FlowIncident.flow_id.distinct()),
+            func.min(FlowIncident.first_seen_at),
+        )
+        .where(_open())
+        .group_by(FlowIncident.task_type, FlowIncident.task_category)
+        .order_by(count.desc(), FlowIncident.task_type, FlowIncident.task_category)
+    )
+    return [
+        IncidentGroup(kind, category, n, flows, _aware(oldest))
+        for kind, category, n, flows, oldest in db.session.execute(query)
+    ]
+
+
+def open_incidents(
+    task_type: str | None = None,
+    task_category: str | None = None,
+    *,
+    grouped: bool = False,
+    after: Cursor | None = None,
+    limit: int = 50,
+) -> Page:
+    """Open incidents (`OpenIncident`), oldest first; of one group when `grouped` (None matches a missing value)."""
+    limit = _limited(limit)
+    query = (
+        select(FlowIncident, FlowRecord.reference_id, FlowRecord.consent_status, FlowRecord.actions)
+        .outerjoin(FlowRecord, FlowRecord.flow_id == FlowIncident.flow_id)
+        .where(_open(), _after(FlowIncident.first_seen_at, FlowIncident.id, after))
+        .order_by(FlowIncident.first_seen_at, FlowIncident.id)
+        .limit(limit + 1)
+    )
+    if grouped:
+        query = query.where(
+            _equals(FlowIncident.task_type, task_type), _equals(FlowIncident.task_category, task_category)
+        )
+    rows = [_open_incident(*row) for row in db.session.execute(query)]
+    return _page(rows, limit, lambda row: Cursor(row.first_seen_at, row.row_id))
+
+
+def _equals(column, value: str | None):
+    return column.is_(None) if value is None else column == value
+
+
+def _open_incident(incident: FlowIncident, reference_id, consent_status, actions) -> OpenIncident:
+    return OpenIncident(
+        row_id=incident.id,
+        flow_id=incident.flow_id,
+        incident_id=incident.incident_id,
+        task_type=incident.task_type,
+        task_category=incident.task_category,
+        message=incident.message,
+        first_seen_at=incident.first_seen_at,
+        last_seen_at=incident.last_seen_at,
+        reference_id=reference_id,
+        consent_status=consent_status,
+        actions=split_actions(actions),
+    )
+
+
+def split_actions(actions: str | None) -> tuple[str, ...]:
+    return tuple(name for name in (actions or "").split(ACTION_SEPARATOR) if name)
+
+
+def flows_with_open_incidents(after: Cursor | None = None, limit: int = 50) -> Page:
+    """Flows with at least one open incident (`IncidentFlow`), the longest open first."""
+    limit = _limited(limit)
+    per_flow = (
+        select(
+            FlowIncident.flow_id,
+            func.count(FlowIncident.id).label("open_incidents"),
+            func.min(FlowIncident.first_seen_at).label("oldest_at"),
+        )
+        .where(_open())
+        .group_by(FlowIncident.flow_id)
+        .subquery()
+    )
+    query = (
+        select(FlowRecord, per_flow.c.open_incidents, per_flow.c.oldest_at)
+        .join(per_flow, per_flow.c.flow_id == FlowRecord.flow_id)
+        .where(_after(per_flow.c.oldest_at, FlowRecord.id, after))
+        .order_by(per_flow.c.oldest_at, FlowRecord.id)
+        .limit(limit + 1)
+    )
+    rows = [_incident_flow(*row) for row in db.session.execute(query)]
+    return _page(rows, limit, lambda row: Cursor(row.oldest_at, row.row_id))
+
+
+def _incident_flow(record: FlowRecord, count: int, oldest_at) -> IncidentFlow:
+    return IncidentFlow(
+        flow_id=record.flow_id,
+        reference_id=record.reference_id,
+        national_id_masked=record.national_id_masked,
+        consent_status=record.consent_status,
+        lifecycle=record.lifecycle,
+        open_incidents=count,
+        oldest_at=_aware(oldest_at),
+        row_id=record.id,
+    )
+
+
+def count_flows_with_open_incidents() -> int:
+    return db.session.scalar(select(func.count(FlowIncident.flow_id.distinct())).where(_open())) or 0
