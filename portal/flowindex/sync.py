@@ -24,6 +24,7 @@ from ..extensions import db
 from ..flowapi import FlowApiError, FlowClient, FlowPage, NotFound
 from ..listing import NO_WAY_ON, SAME_POSITION, fingerprint, next_step, repeats_previous_page
 from ..models import FlowRecord, Lease
+from .gapcheck import GAP_CHECKS, GapCheck, check_gaps
 from .observations import SYNC, Observation, from_detail, from_summary
 from .store import Applied, apply_observations, mark_gone
 from .writer import utc_now
@@ -65,6 +66,7 @@ class SyncReport:
     without_id: int = 0
     details: int = 0  # flows whose own page was fetched for their name
     seconds: float = 0.0
+    gaps: GapCheck | None = None  # the gap check after the walk (gapcheck)
 
     def count(self, applied: Applied, pages: int = 1) -> None:
         self.pages += pages
@@ -317,9 +319,11 @@ def run_sync(
     progress: Callable[[SyncReport], None] | None = None,
     limit: int = PAGE_SIZE,
     details: int = 0,
+    gap_checks: int = GAP_CHECKS,
 ) -> SyncReport:
     """Walk `lists` (CURRENT, ARCHIVED or ALL) into the index under the sync lease; then fetch the
-    retrieve response of up to `details` flows the index knows no last name for (list items carry none).
+    retrieve response of up to `details` flows the index knows no last name for (list items carry none),
+    and up to `gap_checks` flows whose webhook events seem to have missed a change (gapcheck).
 
     Raises SyncLocked when another sync holds the lease, SyncStopped when this one cannot finish.
     """
@@ -334,6 +338,8 @@ def run_sync(
         _walk_and_mark_gone(app.extensions["flow_client"], writer, started, limit)
         writer.close()
         _fetch_details(app.extensions["flow_client"], lease, report, details)
+        complete = started if report.gone is not None else None  # only a complete walk tells unlisted flows
+        report.gaps = check_gaps(app.extensions["flow_client"], gap_checks, lease.renew, complete)
     except FlowApiError as error:
         raise SyncStopped(report, str(error), error) from None
     except WalkStopped as stop:

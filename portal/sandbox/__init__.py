@@ -15,7 +15,7 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from . import api_views, control_views, faults_views, idp_views, safety
-from .faults import FaultBoard
+from .faults import WEBHOOKS, FaultBoard
 from .identity import IdentityProvider
 from .runtime import ApiError, Runtime, api_error_response
 from .service import FlowService, seed_demo_flows
@@ -55,16 +55,18 @@ def _build_runtime(settings) -> Runtime:
     service = FlowService(FlowStore())
     if settings.seed:
         seed_demo_flows(service, settings.seed, DEMO_ORGANIZATION, DEMO_REDIRECT)
+    faults = FaultBoard()
     sender = WebhookSender(
         settings.webhook_secret,
         attempts=settings.webhook_attempts,
         backoff=settings.webhook_backoff,
         timeout=settings.webhook_timeout,
         on_exhausted=service.record_failed_delivery,
+        drop=lambda: bool(faults.take(WEBHOOKS)),
     )
     atexit.register(sender.close)
     service.attach_sender(sender)
-    return Runtime(settings, IdentityProvider(settings), service, sender, FaultBoard())
+    return Runtime(settings, IdentityProvider(settings), service, sender, faults)
 
 
 def _register_blueprints(app: Flask) -> None:

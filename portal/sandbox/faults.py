@@ -1,10 +1,12 @@
-"""Injected upstream faults (`POST /sandbox/faults`), applied before API and token requests."""
+"""Injected upstream faults (`POST /sandbox/faults`), applied before API and token requests, and to
+webhook deliveries (`drop_webhooks`: a change happens and its event never leaves)."""
 
 import threading
 from dataclasses import dataclass
 
-MODES = ("latency", "error", "timeout", "malformed", "rate_limit", "expire_tokens")
+MODES = ("latency", "error", "timeout", "malformed", "rate_limit", "expire_tokens", "drop_webhooks")
 TARGETS = ("api", "token", "all")
+WEBHOOKS = "webhooks"  # what drop_webhooks acts on: outgoing deliveries, never a request
 
 
 class InvalidFault(ValueError):
@@ -24,6 +26,8 @@ class Fault:
 
     def applies_to(self, target: str) -> bool:
         # expire_tokens acts once, on the identity provider, when it is set
+        if self.mode == "drop_webhooks" or target == WEBHOOKS:
+            return self.mode == "drop_webhooks" and target == WEBHOOKS
         return self.mode != "expire_tokens" and self.target in ("all", target)
 
     def public(self) -> dict:
@@ -49,7 +53,7 @@ def parse_fault(spec) -> Fault:
         raise InvalidFault(f"target must be one of {', '.join(TARGETS)}")
     return Fault(
         mode=mode,
-        target="all" if mode == "expire_tokens" else target,
+        target={"expire_tokens": "all", "drop_webhooks": WEBHOOKS}.get(mode, target),
         remaining=_bounded(spec, "count", 1, 1_000_000, None),
         milliseconds=_bounded(spec, "ms", 0, 120_000, 500),
         seconds=_bounded(spec, "seconds", 0, 600, 30.0, kind=float),

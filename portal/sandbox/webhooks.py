@@ -49,8 +49,10 @@ class WebhookSender:
         backoff: float,
         timeout: float,
         on_exhausted: Callable[[Delivery], None],
+        drop: Callable[[], bool] = lambda: False,
     ):
         self._signer = Webhook(secret)
+        self._drop = drop
         self._attempts, self._backoff, self._timeout = attempts, backoff, timeout
         self._on_exhausted = on_exhausted
         self._queue: list[tuple[float, int, Delivery]] = []
@@ -64,7 +66,11 @@ class WebhookSender:
         self._scheduler.start()
 
     def send(self, url: str, flow_id: str, event: dict, *, raises_incident: bool = True) -> None:
-        self._schedule(Delivery(url, flow_id, event, raises_incident=raises_incident), delay=0)
+        delivery = Delivery(url, flow_id, event, raises_incident=raises_incident)
+        if self._drop():  # a blocked webhook: never sent, never retried, no incident (gap detection's tests)
+            self.log.append(self._entry(delivery, {"ok": False, "dropped": True}))
+            return
+        self._schedule(delivery, delay=0)
 
     def close(self) -> None:
         with self._wakeup:
@@ -98,21 +104,23 @@ class WebhookSender:
     def _attempt(self, delivery: Delivery) -> None:
         delivery.attempts += 1
         outcome = self._post(delivery)
-        self.log.append(
-            {
-                "eventId": delivery.event_id,
-                "type": delivery.event["type"],
-                "url": delivery.url,
-                "attempt": delivery.attempts,
-                **outcome,
-            }
-        )
+        self.log.append(self._entry(delivery, outcome))
         if outcome["ok"]:
             return
         if outcome.get("status") != 410 and delivery.attempts < self._attempts:
             self._schedule(delivery, delay=self._backoff * 2 ** (delivery.attempts - 1))
         elif delivery.raises_incident:
             self._on_exhausted(delivery)
+
+    @staticmethod
+    def _entry(delivery: Delivery, outcome: dict) -> dict:
+        return {
+            "eventId": delivery.event_id,
+            "type": delivery.event["type"],
+            "url": delivery.url,
+            "attempt": delivery.attempts,
+            **outcome,
+        }
 
     def _post(self, delivery: Delivery) -> dict:
         body = json.dumps(delivery.event, separators=(",", ":"))

@@ -12,6 +12,7 @@ from ..access_log import EVENT_PAYLOAD, record_access, subject_key_of_event
 from ..audit import record_audit
 from ..csvexport import csv_response
 from ..extensions import db
+from ..flowindex.gapcheck import unknown_flows
 from ..models import WebhookEvent, utc_now
 from ..paging import MAX_ROW_ID, before_argument
 from ..webhooks.store import event_document, event_types, find_events, iter_matching_events, reference_links
@@ -67,6 +68,7 @@ def index():
         "events/index.html",
         page=page,
         links=reference_links(page.rows),
+        unknown=unknown_flows(event.flow_id for event in page.rows),
         filters=filters,
         types=event_types(),
         next_url=next_url,
@@ -113,5 +115,9 @@ def detail(event_row: int):
     event = db.session.get(WebhookEvent, event_row) or abort(404)
     record_access(subject_key_of_event(event.flow_id, event.body), EVENT_PAYLOAD, f"event {event.id}")
     return render_template(
-        "events/detail.html", event=event, body=event_document(event), headers=json.loads(event.headers or "{}")
+        "events/detail.html",
+        event=event,
+        body=event_document(event),
+        headers=json.loads(event.headers or "{}"),
+        unknown=unknown_flows([event.flow_id]),
     )

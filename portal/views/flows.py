@@ -24,6 +24,7 @@ from ..flowapi import (
     ValidationFailed,
 )
 from ..flowindex.feed import saw_created, saw_detail, saw_page
+from ..flowindex.gapcheck import flag_gap, mark_unknown, portal_now, reconcile
 from ..flowindex.search import (
     COUNT_CAP,
     export_rows,
@@ -36,7 +37,7 @@ from ..flowindex.search import (
 from ..flowindex.status import status_of_detail, status_of_record, statuses_of_page
 from ..flowindex.store import index_record
 from ..flowsearch import SearchQuery, read_search, wants_index
-from ..forms import CreateFlowForm, FlowSearchForm, RevealForm
+from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, RevealForm
 from ..listing import DEFAULT_LIMIT, FLOW_ID, ListQuery, navigate, parse_list_query
 from ..masking import mask_national_id
 from ..models import utc_now
@@ -200,19 +201,30 @@ def _sandbox_consent_url(flow) -> str | None:
     return None
 
 
+def _retrieve(flow_id: str):
+    """The retrieve response; a 404 for a flow id webhook events named marks it unknown to the service."""
+    try:
+        return flow_client().get_flow(flow_id)
+    except NotFound:
+        mark_unknown(flow_id, portal_now())
+        raise
+
+
 def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm | None = None):
-    flow = flow_client().get_flow(_valid_flow_id(flow_id))
+    flow = _retrieve(_valid_flow_id(flow_id))
     saw_detail(flow)
     person = subject_key_of(flow.data.national_id)
     if not revealed:
         record_access(person, FLOW_DETAIL, flow.flow_id)
     elif purpose := purpose_to_log(flow.flow_id):  # a reveal once, not at each reload of it
         record_access(person, REVEAL, flow.flow_id, purpose=purpose)
-    events = events_for_flow(flow.flow_id, flow.reference_id)
+    events, record = events_for_flow(flow.flow_id, flow.reference_id), index_record(flow.flow_id)
     return render_template(
         "flows/detail.html",
         flow=flow,
-        status=status_of_detail(flow, index_record(flow.flow_id), events),
+        status=status_of_detail(flow, record, events),
+        compared=flag_gap(flow, record, events),
+        refresh_form=ConfirmForm(formdata=None),
         revealed=revealed,
         consent_url=_sandbox_consent_url(flow),
         events=events,
@@ -230,6 +242,17 @@ def detail(flow_id: str):
     if not named and index_knows_reference(typed):  # a reference several flows share: let staff choose
         return redirect(url_for("flows.index", q=typed))
     return _render_detail(flow_id)
+
+
+@bp.post("/<flow_id>/refresh")
+def refresh(flow_id: str):
+    """Fetch the flow again and write it to the index as heard: a change no event told of is then known."""
+    if not ConfirmForm().validate_on_submit():
+        abort(400)
+    flow = _retrieve(_valid_flow_id(flow_id))
+    reconcile(flow, portal_now())
+    flash(_("The flow was refreshed from the Flow Service; the portal's index now has what it says."), "success")
+    return redirect(url_for("flows.detail", flow_id=flow.flow_id))
 
 
 @bp.route("/<flow_id>/reveal", methods=["GET", "POST"])

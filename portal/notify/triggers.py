@@ -1,0 +1,99 @@
+"""What is worth a notice: a flow got an incident, or has been stuck (the worklists decide which)."""
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, exists, or_, select
+
+from ..extensions import db
+from ..models import FlowIncident, FlowRecord, Notification
+from .outbox import configured_channels, flow_url, queue_notice
+
+SCAN_LIMIT = 500  # happenings looked at per pass; the next pass takes the rest
+
+
+def incident_key(flow_id: str, incident_id: str) -> str:
+    return f"incident:{flow_id}:{incident_id}"
+
+
+def stuck_key(flow_id: str, last_change_at: datetime) -> str:
+    """A flow stuck again after a change is a new happening, told again."""
+    return f"stuck:{flow_id}:{last_change_at.isoformat()}"
+
+
+def scan_incidents(settings, now: datetime, limit: int = SCAN_LIMIT) -> int:
+    """Queue a notice for each open incident some configured channel has not been told of; rows queued."""
+    channels = configured_channels(settings)
+    if not channels:
+        return 0
+    key = "incident:" + FlowIncident.flow_id + ":" + FlowIncident.incident_id
+    untold = or_(
+        *(~exists().where(Notification.channel == channel, Notification.dedupe_key == key) for channel in channels)
+    )
+    query = (
+        select(FlowIncident, FlowRecord.reference_id)
+        .outerjoin(FlowRecord, FlowRecord.flow_id == FlowIncident.flow_id)
+        .where(and_(FlowIncident.resolved_at.is_(None), untold))
+        .order_by(FlowIncident.first_seen_at, FlowIncident.id)
+        .limit(limit)
+    )
+    return sum(_queue_incident(settings, now, incident, reference) for incident, reference in db.session.execute(query))
+
+
+def _queue_incident(settings, now: datetime, incident: FlowIncident, reference_id: str | None) -> int:
+    what = " / ".join(filter(None, (incident.task_type, incident.task_category))) or "incident"
+    data = {
+        "flowId": incident.flow_id,
+        "referenceId": reference_id,
+        "flowUrl": flow_url(settings, incident.flow_id),
+        "incident": {
+            "id": incident.incident_id,
+            "taskType": incident.task_type,
+            "taskCategory": incident.task_category,
+            "message": incident.message,
+            "firstSeenAt": incident.first_seen_at.isoformat(),
+        },
+    }
+    subject = f"Flow {reference_id or incident.flow_id}: {what}"
+    key = incident_key(incident.flow_id, incident.incident_id)
+    return queue_notice(settings, "incident", key, incident.flow_id, subject, data, now)
+
+
+def scan_stuck(settings, now: datetime, limit: int = SCAN_LIMIT) -> int:
+    """Queue a notice for each flow without change for PORTAL_STUCK_AFTER_HOURS, once per change; rows queued."""
+    if not configured_channels(settings):
+        return 0
+    from ..worklists import find_stuck  # owned by the worklists; imported late so the incident half stands alone
+
+    stuck_after = timedelta(hours=settings.stuck_after_hours)
+    queued = 0
+    for flow in find_stuck(now, stuck_after=stuck_after, limit=limit):
+        if flow.last_change_at and flow.last_change_at <= now - stuck_after:  # open incidents alone: told as incidents
+            queued += _queue_stuck(settings, now, flow, stuck_after)
+    return queued
+
+
+def _queue_stuck(settings, now: datetime, flow, stuck_after: timedelta) -> int:
+    hours = int((now - flow.last_change_at).total_seconds() // 3600)
+    data = {
+        "flowId": flow.flow_id,
+        "referenceId": flow.reference_id,
+        "flowUrl": flow_url(settings, flow.flow_id),
+        "consentStatus": flow.consent_status,
+        "lifecycle": flow.lifecycle,
+        "lastChangeAt": flow.last_change_at.isoformat(),
+        "hoursWithoutChange": hours,
+        "stuckAfterHours": int(stuck_after.total_seconds() // 3600),
+        "openIncidents": flow.open_incidents,
+    }
+    subject = f"Flow {flow.reference_id or flow.flow_id}: no change for {hours} hours"
+    key = stuck_key(flow.flow_id, flow.last_change_at)
+    return queue_notice(settings, "stuck", key, flow.flow_id, subject, data, now)
+
+
+def scan(settings, now: datetime, stuck: bool = True) -> int:
+    """Queue notices for new incidents and (unless `stuck` is False) stuck flows; commit; rows queued."""
+    queued = scan_incidents(settings, now)
+    if stuck:
+        queued += scan_stuck(settings, now)
+    db.session.commit()
+    return queued
