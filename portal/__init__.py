@@ -10,7 +10,7 @@ from dotenv import find_dotenv, load_dotenv
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import auth_setup, cli, database, errors, i18n, logs, presentation, security, throttle
+from . import auth_setup, cli, database, errors, i18n, logs, notify, presentation, security, throttle
 from .extensions import csrf, db, migrate
 from .flowapi import build_client
 from .flowindex import feed as flow_index
@@ -107,6 +107,7 @@ def _init_extensions(app: Flask, settings: Settings) -> None:
     auth_setup.init_app(app, settings)
     app.extensions["flow_client"] = build_client(settings)
     flow_index.init_app(app)
+    notify.init_app(app)
 
 
 def _register_blueprints(app: Flask, settings: Settings) -> None:

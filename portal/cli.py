@@ -39,6 +39,7 @@ from .flowindex.gapcheck import GAP_CHECKS
 from .flowindex.sync import ALL, ARCHIVED, CURRENT, LeaseLost, SyncLocked, SyncReport, SyncStopped, run_sync
 from .masking import mask_document
 from .models import ROLES, User
+from .notify.commands import notifications, scan_after_sync
 from .retention import RetentionLocked, apply_retention, under_lease
 from .subjects import SubjectRecords, erase, export_document, find_subject
 from .webhooks.store import event_document, iter_events, prune_events
@@ -405,6 +406,8 @@ def sync_flows(archived: bool, walk_all: bool, since: str | None, details: int, 
         ) from None
     click.echo(report.summary())
     click.echo(report.gaps.line())
+    if notices := scan_after_sync():
+        click.echo(notices)
 
 
 def _print_progress(report: SyncReport) -> None:
@@ -466,5 +469,5 @@ def erase_subject(national_id: str, yes: bool):
 
 
 def init_app(app: Flask) -> None:
-    for command in (users, audit, keys, events, flows, retention, subjects, check):
+    for command in (users, audit, keys, events, flows, retention, subjects, check, notifications):
         app.cli.add_command(command)

@@ -29,6 +29,7 @@ from ..forms import (
 )
 from ..masking import mask_national_id
 from ..models import RejectedDelivery, User, utc_now
+from ..notify import notifier, review
 from ..paging import before_argument, newest_first
 from ..security import role_required
 from ..subjects import erase, export_document, find_subject
@@ -235,6 +236,56 @@ def rejected():
         next_url=url_for("admin.rejected", **args, before=page.next_before) if page.next_before else None,
         newest_url=url_for("admin.rejected", **args) if before else None,
     )
+
+
+# -- notifications -----------------------------------------------------------------------------
+
+
+@bp.get("/notifications")
+def notifications():
+    """Outgoing notices, newest first, each with its attempts; the channels they go out on."""
+    settings = current_app.extensions["portal.settings"]
+    before = before_argument(request.args.get("before"))
+    page = review.notices(before, PAGE_SIZE)
+    return render_template(
+        "admin/notifications.html",
+        channels=review.channels(settings),
+        page=page,
+        attempts=review.attempts_of([row.id for row in page.rows]),
+        action_form=ConfirmForm(),
+        next_url=url_for("admin.notifications", before=page.next_before) if page.next_before else None,
+        newest_url=url_for("admin.notifications") if before else None,
+    )
+
+
+@bp.post("/notifications/test")
+def notification_test():
+    """Queue a test notice on every configured channel; the sender delivers it within seconds."""
+    if not ConfirmForm().validate_on_submit():
+        abort(400)
+    sent_on = review.queue_test(current_app.extensions["portal.settings"], notifier().clock())
+    if not sent_on:
+        flash(_("Notifications are off: there is no channel to test."), "warning")
+        return redirect(url_for("admin.notifications"))
+    record_audit(current_user.username, "notification_test", "channels " + ", ".join(sent_on))
+    notifier().wake()
+    channels = ", ".join(sent_on)
+    flash(_("A test notice is on its way (%(channels)s); reload to see how it went.", channels=channels), "success")
+    return redirect(url_for("admin.notifications"))
+
+
+@bp.post("/notifications/<int(max=2147483647):notice_id>/retry")
+def notification_retry(notice_id: int):
+    """Give a failed notice one more attempt, now."""
+    if not ConfirmForm().validate_on_submit():
+        abort(400)
+    if not review.retry_now(notice_id, notifier().clock()):
+        flash(_("Only a failed notice can be retried."), "warning")
+        return redirect(url_for("admin.notifications"))
+    record_audit(current_user.username, "notification_retry", f"notification {notice_id}")
+    notifier().wake()
+    flash(_("The notice will be tried again within seconds."), "success")
+    return redirect(url_for("admin.notifications"))
 
 
 # -- gaps --------------------------------------------------------------------------------------

@@ -236,6 +236,7 @@ def test_every_page_is_accessible_in_both_languages(page, stack, shot):
         "audit": "/admin/audit",
         "rejected": "/admin/rejected",
         "gaps": "/admin/gaps",
+        "notifications": "/admin/notifications",
         "not-found": "/flows/00000000-0000-4000-8000-000000000000",
     }
     for language in ("en", "nb"):
