@@ -44,6 +44,7 @@ WORD_GAPS = re.compile(r"[\s,.;:!?'\"()-]+")
 BITS_PER_WORD = 11  # as if drawn from 2,048 words: generous to a phrase, hard on a sentence
 _CLASSES = (string.ascii_lowercase, string.ascii_uppercase, string.digits)
 GENERATE = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
+GENERATE_WHSEC = "generate one: echo whsec_$(openssl rand -base64 32)"
 
 
 def estimated_bits(text: str) -> float:
@@ -108,10 +109,11 @@ def _decoded(secret: str) -> bytes | None:
 SHIPPED_WEBHOOK_KEYS = frozenset(filter(None, map(_decoded, SHIPPED_SECRETS)))
 
 
-def webhook_secret_problem(secret: str, scheme: str) -> str | None:
-    name = "FLOW_WEBHOOK_SECRETS"
+def webhook_secret_problem(
+    secret: str, scheme: str, name: str = "FLOW_WEBHOOK_SECRETS", instead: str = "use the one the Flow Service gave you"
+) -> str | None:
     if secret in SHIPPED_SECRETS or _decoded(secret) in SHIPPED_WEBHOOK_KEYS:
-        return f"{name} holds a published secret (the sandbox's or an example's); use the one the Flow Service gave you"
+        return f"{name} holds a published secret (the sandbox's or an example's); {instead}"
     if scheme == "standard-webhooks":
         try:
             raw = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
@@ -136,6 +138,10 @@ def production_problems(settings, workers: int | None) -> list[str]:
     if settings.metrics_token:
         problems.append(key_problem("PORTAL_METRICS_TOKEN", settings.metrics_token))
     problems += [webhook_secret_problem(secret, settings.webhook_scheme) for secret in settings.webhook_secrets]
+    if settings.notify_secret:  # receivers of the portal's notices trust it as the portal trusts the service's
+        problems.append(
+            webhook_secret_problem(settings.notify_secret, "standard-webhooks", "PORTAL_NOTIFY_SECRET", GENERATE_WHSEC)
+        )
     if settings.client_id == SANDBOX_CLIENT_ID or (settings.client_secret or "") in SHIPPED_SECRETS:
         problems.append("FLOW_CLIENT_ID/FLOW_CLIENT_SECRET are the sandbox's demo client; production needs your own")
     if settings.client_secret and not settings.client_secret.strip():

@@ -13,12 +13,13 @@ import pytest
 from aiosmtpd.controller import Controller
 from sqlalchemy import func, select, update
 from standardwebhooks import Webhook
-from support import PASSWORD, run_in_threads, sign_in
+from support import PASSWORD, portal_config, production_settings, run_in_threads, sign_in
 from werkzeug.wrappers import Request, Response
 
 from portal.extensions import db
 from portal.models import AuditEntry, FlowIncident, FlowRecord, Notification, NotificationAttempt, User
 from portal.notify.dispatch import JITTER, backoff, send_due
+from portal.settings import SettingsError, load_settings
 
 FULL_ID = "15108695088"
 MASKED_ID = "151086•••••"
@@ -353,13 +354,11 @@ def test_an_incident_the_service_reports_reaches_the_receiver_from_the_backgroun
     while not sandbox.api("GET", f"/api/applications/{flow_id}").json()["flow"]["hasIncidents"]:
         assert time.monotonic() < deadline, "the sandbox raised no incident"
         time.sleep(0.05)
-    admin = admin_client(app)
+    admin = admin_client(app)  # its first request starts the sender, which then idles for a minute
     assert admin.get(f"/flows/{flow_id}").status_code == 200
-    assert app.extensions["flow_index"].flush()
-    sender = app.extensions["portal.notify"]
-    sender.wake()
-    assert sender.settle()
-    [delivery] = hooks.wait_for(1)
+    deliveries = hooks.wait_for(1)
+    assert len(deliveries) == 1, "the index writer woke the sender when it recorded the incident"
+    delivery = deliveries[0]
     assert delivery["message"]["type"] == "portal.flow.incident"
     assert delivery["message"]["data"]["flowId"] == flow_id
     assert delivery["message"]["data"]["incident"]["taskType"] == "send-initiate-webhook"
@@ -512,3 +511,31 @@ def test_both_channels_get_their_own_row(make_notifying_app, hooks, secret, mail
     assert len(hooks.deliveries) == 1 and len(mailbox.messages) == 1
     with both.app_context():
         assert db.session.scalar(select(func.count(Notification.id))) == 2
+
+
+# -- production ------------------------------------------------------------------------------------
+
+
+def production(**overrides) -> dict:
+    return portal_config("http://127.0.0.1:9", "sqlite://", **production_settings(**overrides)) | {"TESTING": False}
+
+
+@pytest.mark.parametrize(
+    ("secret", "reason"),
+    [
+        ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "published secret"),
+        ("whsec_" + base64.b64encode(b"short").decode(), "shorter than 24 random bytes"),
+        ("whsec_" + base64.b64encode(bytes(range(40))).decode(), "shorter than 24 random bytes"),
+    ],
+    ids=["the specification's example", "five bytes", "a sequence"],
+)
+def test_production_refuses_a_published_or_weak_notify_secret(secret, reason):
+    with pytest.raises(SettingsError) as refused:
+        load_settings(production(PORTAL_NOTIFY_URL="https://hooks.lender.example/portal", PORTAL_NOTIFY_SECRET=secret))
+    assert "PORTAL_NOTIFY_SECRET" in str(refused.value) and reason in str(refused.value)
+    assert secret not in str(refused.value)
+
+
+def test_production_accepts_a_fresh_notify_secret():
+    settings = production(PORTAL_NOTIFY_URL="https://hooks.lender.example/portal", PORTAL_NOTIFY_SECRET=new_secret())
+    assert load_settings(settings).notify_url == "https://hooks.lender.example/portal"

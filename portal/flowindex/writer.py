@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from flask import Flask
 
 from ..extensions import db
+from ..notify import incidents_recorded
 from .observations import Observation
 from .store import apply_observations
 
@@ -132,6 +133,8 @@ class IndexWriter:
                 observations = self._not_written_lately(observation for job in jobs for observation in job())
                 apply_observations(observations, self.app.extensions["portal.settings"].index_key)
                 self._remember(observations)
+                if any(observation.incidents and observation.incidents.incidents for observation in observations):
+                    incidents_recorded()  # a notice of a new incident goes out within seconds, not at the next check
             except Exception:  # the index is a cache of what the service says: `flows sync` repairs a lost write
                 log.exception("flow index: %d updates could not be written", len(jobs))
             finally:
