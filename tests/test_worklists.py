@@ -6,8 +6,10 @@ injected moment, never after a sleep.
 """
 
 import json
+import re
 import time
 from datetime import UTC, datetime, timedelta
+from html import unescape
 
 import pytest
 from altservice import AltOptions, create_alt_service
@@ -21,7 +23,7 @@ from portal.flowindex.feed import writer
 from portal.flowindex.observations import from_detail
 from portal.flowindex.store import apply_observations
 from portal.models import FlowIncident, FlowRecord
-from portal.worklists import find_stuck, open_incident_groups
+from portal.worklists import find_stuck, open_incident_groups, stuck_page
 
 KEY = b"test-index-key-0123456789"
 NATIONAL_ID = "15108695088"
@@ -226,3 +228,148 @@ def test_stuck_flows_are_the_unfinished_ones_without_change_for_longer_than_the_
     assert [flow.flow_id for flow in stuck] == [flows["unopened"], flows["opened"]], "oldest change first"
     assert [flow.consent_status for flow in stuck] == ["Unopened", "Opened"]
     assert all(flow.open_incidents == 0 and flow.last_change_at is not None for flow in stuck)
+
+
+def test_stuck_page_with_paging_between_its_rows(portal, sandbox):
+    created = [sandbox.create()["flowId"] for _ in range(3)]
+    assert sandbox.control(created[1], "open").status_code == 200
+    assert portal.test_cli_runner().invoke(args=["flows", "sync"]).exit_code == 0
+    later = record_of(portal, created[-1]).created_at + timedelta(hours=49)
+    with portal.app_context():
+        first = stuck_page(later, timedelta(hours=48), limit=2)
+        second = stuck_page(later, timedelta(hours=48), after=first.next_cursor, limit=2)
+    # The opened one last: its last change is its opening, which the sync found after all three were created.
+    assert [flow.flow_id for flow in first.rows + second.rows] == [created[0], created[2], created[1]]
+    assert first.next_cursor and second.next_cursor is None
+
+
+# -- the pages ---------------------------------------------------------------------------------
+
+
+def staff_at(app, moment: datetime, role: str = "viewer"):
+    """A signed-in client of a portal whose clock says `moment` (signed in then, so the session is fresh)."""
+    app.extensions["portal.clock"] = moment.timestamp
+    return client_for(app, role)
+
+
+def flashes(page) -> list[str]:
+    return [unescape(text) for text in re.findall(r'class="alert alert-warning" role="alert">([^<]+)<', page.text)]
+
+
+def test_the_stuck_page_lists_stuck_flows_with_their_age_and_a_link_to_act(portal, sandbox, refusing):
+    quiet = sandbox.create(national_id="811218-9876")["flowId"]
+    opened = sandbox.create()["flowId"]
+    assert sandbox.control(opened, "open").status_code == 200
+    done = sandbox.create()["flowId"]
+    assert sandbox.control(done, "accept").status_code == 200
+    troubled = troubled_flow(sandbox, refusing)
+    assert portal.test_cli_runner().invoke(args=["flows", "sync"]).exit_code == 0
+    staff = staff_at(portal, record_of(portal, done).created_at + timedelta(days=3, minutes=5))
+    assert staff.get(f"/flows/{troubled}").status_code == 200  # its incident is read from its page
+    flushed(portal)
+
+    page = staff.get("/insights/stuck")
+    assert page.status_code == 200
+    rows = re.findall(r'data-testid="stuck-row" data-flow="([^"]+)"', page.text)
+    assert set(rows) == {quiet, opened, troubled} and done not in page.text.split('data-testid="incident-flows"')[0]
+    assert "3 flows without change for more than 48 hours" in page.text
+    assert "3 days without change" in page.text
+    assert "811218-••••" in page.text and "151086•••••" in page.text
+    assert "811218-9876" not in page.text and NATIONAL_ID not in page.text
+    assert f'href="/flows/{quiet}"' in page.text
+    section = page.text.split('data-testid="incident-flows"')[1]
+    assert re.findall(r'data-testid="incident-flow-row" data-flow="([^"]+)"', section) == [troubled]
+    assert "1 flow with open incidents" in section
+    assert 'aria-current="page" ' in page.text or 'aria-current="page">' in page.text
+
+    quiet_hours = staff.get("/insights/stuck?hours=100")
+    assert 'data-testid="empty-stuck"' in quiet_hours.text and "changed within the last 100 hours" in quiet_hours.text
+
+
+@pytest.mark.parametrize(
+    ("query", "location", "message"),
+    [
+        ("hours=0", "/insights/stuck", "whole number from 1 to 8760"),
+        ("hours=abc", "/insights/stuck", "whole number"),
+        ("hours=1.5&after=1.2", "/insights/stuck?after=1.2", "whole number"),
+        ("hours=99999", "/insights/stuck", "whole number"),
+        ("hours=12&after=yesterday", "/insights/stuck?hours=12", "page position is not valid"),
+        ("incidents_after=1.x", "/insights/stuck", "page position is not valid"),
+    ],
+)
+def test_unusable_stuck_values_are_named_and_dropped(portal, query, location, message):
+    staff = client_for(portal)
+    answer = staff.get(f"/insights/stuck?{query}")
+    assert answer.status_code == 302 and answer.headers["Location"] == location
+    shown = staff.get(location)
+    assert shown.status_code == 200 and any(message in text for text in flashes(shown)), flashes(shown)
+
+
+def test_the_incident_queue_groups_open_incidents_with_message_flow_age_and_actions(portal, sandbox, refusing):
+    troubled = [troubled_flow(sandbox, refusing) for _ in range(2)]
+    other = sandbox.create()["flowId"]
+    staff = staff_at(portal, datetime.now(UTC) + timedelta(hours=30))
+    for flow_id in [*troubled, other]:
+        assert staff.get(f"/flows/{flow_id}").status_code == 200
+    event = {
+        "id": "evt-scoring",
+        "type": "flow.incident",
+        "timestamp": _now(),
+        "data": {"flowId": other, "incident": {"id": "score-1", "message": "Scoring failed for 811218-9876"}},
+    }
+    assert deliver_signed(portal, event).status_code in (200, 204)
+    flushed(portal)
+
+    page = staff.get("/insights/incidents")
+    assert page.status_code == 200
+    assert "3 open incidents" in page.text and "2 groups" in page.text
+    groups = page.text.split('data-testid="incident-group"')[1:]
+    assert TASK in groups[0] and "2 incidents" in groups[0] and "on 2 flows" in groups[0]
+    assert "—" in groups[1] and "1 incident" in groups[1] and "Scoring failed for 811218-••••" in groups[1]
+    assert NATIONAL_ID not in page.text and "811218-9876" not in page.text
+    assert "customer=151086•••••" in groups[0] and "1 day" in groups[0]
+    for flow_id in troubled:
+        assert f'href="/flows/{flow_id}"' in groups[0]
+    assert re.search(r'class="badge[^"]*action-label">assign</span>', groups[0])
+    content = "".join(groups).split("</main>")[0]
+    assert "<button" not in content and "<form" not in content, "actions are labels, not buttons"
+
+
+def test_an_incident_group_pages_through_its_incidents(portal, sandbox):
+    body = sandbox.api("GET", f"/api/applications/{sandbox.create()['flowId']}").json()
+    many = {f"inc-{n:03d}": {"id": f"inc-{n:03d}", "message": f"failure {n}", "taskType": "score"} for n in range(60)}
+    detail = FlowDetail.from_json({**body, "flow": body["flow"] | {"incidents": many, "hasIncidents": True}})
+    with portal.app_context():
+        apply_observations([from_detail(detail, datetime.now(UTC))], KEY)
+    staff = client_for(portal)
+    queue = staff.get("/insights/incidents")
+    assert queue.text.count('data-testid="incident-row"') == 10
+    whole = re.search(r'href="([^"]+)" data-testid="whole-group"', queue.text)
+    assert whole and "Show all 60 incidents of this group" in queue.text
+    first = staff.get(unescape(whole.group(1)))
+    assert first.status_code == 200 and first.text.count('data-testid="incident-row"') == 50
+    onward = re.search(r'rel="next" href="([^"]+)"', first.text)
+    second = staff.get(unescape(onward.group(1)))
+    seen = re.findall(r'data-incident="([^"]+)"', first.text) + re.findall(r'data-incident="([^"]+)"', second.text)
+    assert sorted(seen) == sorted(many) and 'rel="next"' not in second.text
+    assert "⇤ Oldest" in second.text
+
+    missing = staff.get("/insights/incidents?type=nothing&category=(none)")
+    assert missing.status_code == 200 and "No open incidents in this group." in missing.text
+    bad = staff.get("/insights/incidents?type=score&category=%00")
+    assert bad.status_code == 302 and bad.headers["Location"] == "/insights/incidents"
+
+
+def test_empty_work_lists_say_so(portal):
+    staff = client_for(portal)
+    assert "No stuck flows." in staff.get("/insights/stuck").text
+    assert "No flow has an open incident." in staff.get("/insights/stuck").text
+    queue = staff.get("/insights/incidents")
+    assert "No open incidents." in queue.text and "0 open incidents" in queue.text
+
+
+def test_the_work_lists_need_sign_in(portal):
+    anonymous = portal.test_client()
+    for path in ("/insights/stuck", "/insights/stuck?hours=2", "/insights/incidents"):
+        answer = anonymous.get(path)
+        assert answer.status_code == 302 and "/login" in answer.headers["Location"]
