@@ -22,7 +22,7 @@ from support import portal_config, production_settings, sign_in
 from portal.extensions import db
 from portal.models import RejectedDelivery, User
 from portal.settings import SettingsError, load_settings
-from portal.webhooks.diagnosis import MAX_VARIANTS, body_variants, duration
+from portal.webhooks.diagnosis import MAX_VARIANT_BYTES, MAX_VARIANTS, body_variants, duration
 
 PATH = "/webhooks/flow"
 
@@ -93,10 +93,15 @@ def refused(app, body: bytes, headers: dict, status: int = 401) -> RejectedDeliv
     """Post the delivery, check it is refused, and return the sample kept for it."""
     answer = app.test_client().post(PATH, data=body, headers=headers)
     assert answer.status_code == status, answer.text
+    row = latest(app)
+    assert row is not None and row.diagnosis and row.diagnosis_detail
+    return row
+
+
+def latest(app) -> RejectedDelivery | None:
     with app.app_context():
         row = db.session.query(RejectedDelivery).order_by(RejectedDelivery.id.desc()).first()
         db.session.expunge_all()
-    assert row is not None and row.diagnosis and row.diagnosis_detail
     return row
 
 
@@ -368,6 +373,28 @@ def test_durations_read_as_staff_say_them():
         "3 h",
         "2 d 1 h",
     ]
+
+
+def test_diagnoses_are_budgeted_per_minute_whatever_the_number_of_networks(standard_app, pinned_now):
+    from portal.webhooks.receiver import _PerMinute
+
+    minute = [600.0]
+    standard_app.extensions["webhooks.diagnoses"] = _PerMinute(2, clock=lambda: minute[0])
+    body = json.dumps(payload()).encode()
+    rows = []
+    for network in range(3):
+        sender = standard_app.test_client()
+        sender.environ_base["REMOTE_ADDR"] = f"198.18.{network}.1"
+        assert sender.post(PATH, data=body, headers=standard_headers(body, RETIRED, pinned_now)).status_code == 401
+        rows.append(latest(standard_app))
+    minute[0] += 60
+    rows.append(refused(standard_app, body, standard_headers(body, RETIRED, pinned_now)))
+    assert [row.diagnosis for row in rows] == ["retired_secret", "retired_secret", "undiagnosed", "retired_secret"]
+    assert "rejections this minute: not diagnosed" in rows[2].diagnosis_detail
+
+
+def test_a_large_body_is_not_re_serialised():
+    assert list(body_variants(b" " * (MAX_VARIANT_BYTES + 1))) == []
 
 
 def test_body_variants_are_bounded_and_never_the_body_itself():

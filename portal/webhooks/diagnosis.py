@@ -19,6 +19,7 @@ from flask_babel import lazy_gettext as _l
 
 TOLERANCE_SECONDS = 5 * 60
 MAX_VARIANTS = 12  # altered bodies tried per delivery: each costs one HMAC per configured secret
+MAX_VARIANT_BYTES = 64 * 1024  # events are small; a large body is not re-serialised a dozen times
 MAX_HEADERS_LOOKED_AT = 40
 BOM = b"\xef\xbb\xbf"
 _HEX_SHA256 = re.compile(r"(?:sha256=)?([0-9a-fA-F]{64})")
@@ -374,6 +375,8 @@ def _id_in_body(body: bytes) -> str | None:
 
 def body_variants(body: bytes) -> Iterator[tuple[str, bytes]]:
     """What the body may have been before a proxy changed it: (the change, the earlier body), at most MAX_VARIANTS."""
+    if len(body) > MAX_VARIANT_BYTES:
+        return
     seen = {body}
     for change, original in _candidate_originals(body):
         if original not in seen:

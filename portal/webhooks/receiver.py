@@ -41,6 +41,9 @@ def make_blueprint(path: str) -> Blueprint:
     bp.record_once(
         lambda state: state.app.extensions.setdefault("webhooks.rejection_log", _PerMinute(LOGGED_PER_MINUTE))
     )
+    bp.record_once(
+        lambda state: state.app.extensions.setdefault("webhooks.diagnoses", _PerMinute(DIAGNOSED_PER_MINUTE))
+    )
     csrf.exempt(receive)
     return bp
 
@@ -86,6 +89,10 @@ def _diagnosis(settings, kind: str, body: bytes) -> Diagnosis:
         now=current_app.extensions["portal.clock"](),
         stored_body=stored_body,
     )
+    allowed, _ = current_app.extensions["webhooks.diagnoses"].take()
+    if not allowed:
+        # Samples are limited per network, not in all: many networks must not buy unbounded HMAC work.
+        return Diagnosis("undiagnosed", f"more than {DIAGNOSED_PER_MINUTE} rejections this minute: not diagnosed")
     try:
         return diagnose(delivery, kind)
     except Exception as error:  # the rejection stands whatever the diagnosis does; only the type is logged
@@ -122,6 +129,7 @@ class _PerMinute:
 
 
 LOGGED_PER_MINUTE = 60
+DIAGNOSED_PER_MINUTE = 60  # a diagnosis tries a few dozen HMACs: at most a few seconds of CPU a minute
 
 
 def _read_body(limit: int) -> bytes | None:
