@@ -16,7 +16,8 @@ from .flowapi import build_client
 from .flowindex import feed as flow_index
 from .settings import Settings, SettingsError, load_settings
 from .views import admin, auth, events, flows, health
-from .views import worklists as worklist_pages  # the name `worklists` is portal.worklists, the queries
+from .views import insights as insights_pages  # the name `insights` is portal.insights, the queries
+from .views import worklists as worklist_pages  # likewise portal.worklists
 from .webhooks import receiver
 
 # Flask keys a test or deployment may pass in `config` beside the DESIGN §2 settings.
@@ -112,6 +113,6 @@ def _init_extensions(app: Flask, settings: Settings) -> None:
 
 
 def _register_blueprints(app: Flask, settings: Settings) -> None:
-    for module in (health, auth, flows, events, worklist_pages, admin):
+    for module in (health, auth, flows, events, insights_pages, worklist_pages, admin):
         app.register_blueprint(module.bp)
     app.register_blueprint(receiver.make_blueprint(settings.webhook_path))

@@ -1,0 +1,308 @@
+"""Insights: how consent is going over a range of local days — counts, the funnel, time to decision, per day.
+
+Days are days of the configured time zone (PORTAL_TIMEZONE). Each day's bounds are worked out here as UTC
+instants (zoneinfo: a 23- or 25-hour day at a DST change is still one day), and the database counts rows
+between them by index: the same SQL on SQLite, which knows no zones, as on PostgreSQL, for any zone.
+"""
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta, timezone
+from functools import cached_property
+from zoneinfo import ZoneInfo
+
+from flask_babel import gettext as _
+from sqlalchemy import DateTime, Integer, and_, column, func, literal, or_, select, values
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.sql import Select
+
+from .extensions import db
+from .models import FlowIncident, FlowRecord, UtcDateTime
+
+DEFAULT_RANGE = "7d"
+PRESET_DAYS = {"today": 1, "7d": 7, "30d": 30}
+RANGES = (*PRESET_DAYS, "custom")
+MAX_DAYS = 366
+STATUSES = ("Unopened", "Opened", "Accepted", "Rejected")
+OPENED_OR_PAST = ("Opened", "Accepted", "Rejected")
+UNKNOWN = "unknown"
+ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+# Days the calendar arithmetic below can always step past (a day before, a day after).
+EARLIEST, LATEST = date(1970, 1, 1), date(9998, 12, 31)
+
+
+@dataclass(frozen=True)
+class DateRange:
+    """Local days `first` to `last`, both included, in time zone `zone`."""
+
+    kind: str
+    first: date
+    last: date
+    zone: str
+
+    @property
+    def days(self) -> list[date]:
+        return [self.first + timedelta(days=n) for n in range((self.last - self.first).days + 1)]
+
+    def starts(self, day: date) -> datetime:
+        """The UTC instant the local day begins (the first instant of it when midnight is skipped by DST)."""
+        return datetime.combine(day, time(), tzinfo=ZoneInfo(self.zone)).astimezone(timezone.utc)
+
+    @property
+    def start(self) -> datetime:
+        return self.starts(self.first)
+
+    @property
+    def end(self) -> datetime:
+        """The first instant after the range."""
+        return self.starts(self.last + timedelta(days=1))
+
+
+def local_today(now: datetime, zone: str) -> date:
+    return now.astimezone(ZoneInfo(zone)).date()
+
+
+def preset(kind: str, today: date, zone: str) -> DateRange:
+    return DateRange(kind, today - timedelta(days=PRESET_DAYS[kind] - 1), today, zone)
+
+
+def parse_range(args, today: date, zone: str) -> tuple[DateRange, list[str]]:
+    """The range the query string asks for, and what was wrong with it (then the last 7 days, or a capped range)."""
+    kind = args.get("range", DEFAULT_RANGE).strip() or DEFAULT_RANGE
+    if kind in PRESET_DAYS:
+        return preset(kind, today, zone), []
+    if kind != "custom":
+        message = _(
+            "“%(value)s” is not a range the insights know: choose today, 7 days, 30 days or a custom range. "
+            "Showing the last 7 days.",
+            value=kind[:40],
+        )
+        return preset(DEFAULT_RANGE, today, zone), [message]
+    return _custom(args, today, zone)
+
+
+def _custom(args, today: date, zone: str) -> tuple[DateRange, list[str]]:
+    first, first_problem = _read_day(args.get("from", ""), _("From"))
+    last, last_problem = _read_day(args.get("to", ""), _("To"))
+    problems = [problem for problem in (first_problem, last_problem) if problem]
+    if problems:
+        return preset(DEFAULT_RANGE, today, zone), [*problems, _("Showing the last 7 days.")]
+    if first > last:
+        message = _(
+            "The From date (%(first)s) is after the To date (%(last)s): swap them. Showing the last 7 days.",
+            first=first.isoformat(),
+            last=last.isoformat(),
+        )
+        return preset(DEFAULT_RANGE, today, zone), [message]
+    if (last - first).days + 1 > MAX_DAYS:
+        capped = last - timedelta(days=MAX_DAYS - 1)
+        message = _(
+            "A custom range covers at most %(days)s days: showing %(first)s to %(last)s.",
+            days=MAX_DAYS,
+            first=capped.isoformat(),
+            last=last.isoformat(),
+        )
+        return DateRange("custom", capped, last, zone), [message]
+    return DateRange("custom", first, last, zone), []
+
+
+def _read_day(value: str, label: str) -> tuple[date | None, str | None]:
+    """A YYYY-MM-DD date, or a message naming the field and what to type."""
+    value = value.strip()
+    if not value:
+        return None, _("A custom range needs a %(field)s date (YYYY-MM-DD).", field=label)
+    try:
+        day = date.fromisoformat(value) if ISO_DAY.fullmatch(value) else None
+    except ValueError:
+        day = None
+    if day is None:
+        return None, _("%(field)s: “%(value)s” is not a date; write it as YYYY-MM-DD.", field=label, value=value[:40])
+    if not EARLIEST <= day <= LATEST:
+        return None, _("%(field)s: %(value)s is outside the dates the insights can show.", field=label, value=value)
+    return day, None
+
+
+@dataclass(frozen=True)
+class Day:
+    """One local day of the range: flows created, decisions made and incidents first seen that day."""
+
+    day: date
+    created: int = 0
+    decided: int = 0
+    incidents: int = 0
+
+
+@dataclass
+class Insight:
+    """What happened to the flows created in a range, and per day."""
+
+    span: DateRange
+    statuses: dict[str, int] = field(default_factory=dict)  # Unopened … Rejected, and "unknown"
+    archived: int = 0
+    cancelled: int = 0
+    opened: int = 0
+    decided: int = 0  # of the flows created in the range, those with a decision time
+    median_seconds: float | None = None
+    p90_seconds: float | None = None
+    days: list[Day] = field(default_factory=list)
+
+    @property
+    def created(self) -> int:
+        return sum(self.statuses.values())
+
+    @property
+    def shown_statuses(self) -> list[tuple[str, int]]:
+        """Each consent status and its count; "unknown" only when some flow has no known status."""
+        return [(status, count) for status, count in self.statuses.items() if count or status != UNKNOWN]
+
+    @property
+    def funnel(self) -> list[tuple[str, int]]:
+        return [
+            ("created", self.created),
+            ("opened", self.opened),
+            ("Accepted", self.statuses.get("Accepted", 0)),
+            ("Rejected", self.statuses.get("Rejected", 0)),
+        ]
+
+    def share(self, count: int) -> float:
+        """`count` as a fraction of the flows created (0 when none were)."""
+        return count / self.created if self.created else 0.0
+
+    @cached_property
+    def busiest(self) -> int:
+        """The highest daily count of any series (the per-day chart's scale)."""
+        return max((max(day.created, day.decided, day.incidents) for day in self.days), default=0)
+
+    @property
+    def incidents(self) -> int:
+        return sum(day.incidents for day in self.days)
+
+    @property
+    def decisions(self) -> int:
+        """Decisions made in the range, whenever their flows were created."""
+        return sum(day.decided for day in self.days)
+
+
+def insight(span: DateRange) -> Insight:
+    """Every figure of the insights page for `span`: four queries, each answered by index."""
+    result = Insight(span)
+    result.statuses = {status: 0 for status in (*STATUSES, UNKNOWN)}
+    created_per_day = {}
+    for row in db.session.execute(_created_per_day(span)):
+        created_per_day[row.n] = row.count
+        known = {status: getattr(row, f"status_{status.lower()}") for status in STATUSES}
+        for status, count in known.items():
+            result.statuses[status] += count
+        result.statuses[UNKNOWN] += row.count - sum(known.values())
+        result.opened += row.opened
+        result.archived += row.archived
+        result.cancelled += row.cancelled
+    decided = dict(db.session.execute(_per_day(span, FlowRecord.decided_at)).all())
+    incidents = dict(db.session.execute(_per_day(span, FlowIncident.first_seen_at)).all())
+    result.days = [
+        Day(day, created_per_day.get(n, 0), decided.get(n, 0), incidents.get(n, 0)) for n, day in enumerate(span.days)
+    ]
+    result.decided, result.median_seconds, result.p90_seconds = _time_to_decision(span)
+    return result
+
+
+def _bounds(span: DateRange) -> list[datetime]:
+    """The first instant of each day of the range, and the first instant after it."""
+    return [span.starts(day) for day in span.days] + [span.end]
+
+
+def _per_day(span: DateRange, moment, *aggregates) -> Select:
+    """Rows (n, count, *aggregates) for each local day n of the range (0 = the first) with rows whose `moment` is on it.
+
+    PostgreSQL finds each row's day by a binary search in the day bounds (width_bucket) while it reads one index
+    range; SQLite, which has no such function, looks up each day's range in the index.
+    """
+    counts = (func.count().label("count"), *aggregates)
+    bounds = _bounds(span)
+    if db.engine.dialect.name == "postgresql":
+        thresholds = literal(bounds, ARRAY(DateTime(timezone=True)))
+        day = (func.width_bucket(moment, thresholds) - 1).label("n")
+        return select(day, *counts).where(moment >= span.start, moment < span.end).group_by(day)
+    table = values(column("n", Integer), column("starts", UtcDateTime), column("ends", UtcDateTime), name="days")
+    days = table.data([(n, bounds[n], bounds[n + 1]) for n in range(len(bounds) - 1)]).cte("days")
+    return (
+        select(days.c.n, *counts)
+        .select_from(days)
+        .join(moment.class_, and_(moment >= days.c.starts, moment < days.c.ends))
+        .group_by(days.c.n)
+    )
+
+
+def _created_per_day(span: DateRange) -> Select:
+    """Per local day, the flows created that day: by consent status, opened, archived, cancelled.
+
+    A row without a creation time (a flow known only from a webhook event so far) belongs to no day.
+    """
+    status = FlowRecord.consent_status
+    opened = or_(FlowRecord.opened_at.is_not(None), status.in_(OPENED_OR_PAST))
+    return _per_day(
+        span,
+        FlowRecord.created_at,
+        *(func.count().filter(status == name).label(f"status_{name.lower()}") for name in STATUSES),
+        func.count().filter(opened).label("opened"),
+        func.count().filter(FlowRecord.archived.is_(True)).label("archived"),
+        func.count().filter(FlowRecord.lifecycle == "cancelled").label("cancelled"),
+    )
+
+
+def _decided_in(span: DateRange):
+    return and_(
+        FlowRecord.created_at >= span.start, FlowRecord.created_at < span.end, FlowRecord.decided_at.is_not(None)
+    )
+
+
+def _time_to_decision(span: DateRange) -> tuple[int, float | None, float | None]:
+    """How many flows created in the range were decided, and the median and p90 of how long it took (seconds)."""
+    if db.engine.dialect.name == "postgresql":
+        row = db.session.execute(_percentiles_postgres(span)).one()
+        return row.decided, row.median, row.p90
+    durations = db.session.scalars(_durations_sqlite(span)).all()
+    return len(durations), percentile(durations, 0.5), percentile(durations, 0.9)
+
+
+def _seconds_postgres():
+    # A decision stamped before the creation (two clocks) counts as immediate, not as negative time.
+    return func.greatest(func.extract("epoch", FlowRecord.decided_at - FlowRecord.created_at), 0)
+
+
+def _percentiles_postgres(span: DateRange) -> Select:
+    # Decided as a FILTER, not in WHERE: the creation range alone leads the planner to the covering index.
+    seconds, decided = _seconds_postgres(), FlowRecord.decided_at.is_not(None)
+    return select(
+        func.count().filter(decided).label("decided"),
+        func.percentile_cont(0.5).within_group(seconds).filter(decided).label("median"),
+        func.percentile_cont(0.9).within_group(seconds).filter(decided).label("p90"),
+    ).where(FlowRecord.created_at >= span.start, FlowRecord.created_at < span.end)
+
+
+def _durations_sqlite(span: DateRange) -> Select:
+    days = func.julianday(FlowRecord.decided_at) - func.julianday(FlowRecord.created_at)
+    seconds = func.max(days * literal(86400.0), 0.0)
+    return select(seconds).where(_decided_in(span)).order_by(seconds)
+
+
+def percentile(ordered: list[float], fraction: float) -> float | None:
+    """PostgreSQL's percentile_cont over sorted values: linear between the two nearest ranks."""
+    if not ordered:
+        return None
+    position = fraction * (len(ordered) - 1)
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def queries_for_explain(span: DateRange) -> dict[str, Select]:
+    """The page's queries by name, for the benchmark's EXPLAIN."""
+    queries = {
+        "created per day": _created_per_day(span),
+        "decided per day": _per_day(span, FlowRecord.decided_at),
+        "incidents per day": _per_day(span, FlowIncident.first_seen_at),
+    }
+    if db.engine.dialect.name == "postgresql":
+        queries["time to decision"] = _percentiles_postgres(span)
+    return queries
