@@ -303,6 +303,7 @@ def test_sync_clears_a_flag_once_the_event_arrived_after_all(gap_app, admin, san
     flow_id = created_and_heard(sandbox, gap_app, hook)
     accepted_unheard(sandbox, flow_id)
     gap_app.extensions["portal.clock"].past_the_grace()
+    assert "gaps: 0 (checked 0, found 0, cleared 0)" in sync(gap_app, "--gap-checks", "0"), "the check is bounded"
     assert "gaps: 1 (checked 1, found 1, cleared 0)" in sync(gap_app)
     assert sandbox.control(flow_id, "archive").status_code == 200  # this event arrives, with version 3
     wait_for(lambda: events_of(gap_app, flow_id) == 2)
@@ -391,3 +392,13 @@ def test_the_gaps_page_is_for_admins_and_ignores_bad_positions(gap_app, admin):
     client = gap_app.test_client()
     sign_in(client, "vic")
     assert client.get("/admin/gaps").status_code == 403
+
+
+def test_a_refresh_the_service_fails_shows_the_upstream_error_page(gap_app, admin, sandbox):
+    flow_id = sandbox.create()["flowId"]
+    sandbox.fault(mode="error", status=503, count=20)
+    answer = admin.post(f"/flows/{flow_id}/refresh")
+    assert answer.status_code >= 500 and "Location" not in answer.headers
+    requests_delete = sandbox.api("DELETE", "/sandbox/faults", token=False)
+    assert requests_delete.status_code == 204
+    assert admin.post(f"/flows/{flow_id}/refresh").status_code == 302
