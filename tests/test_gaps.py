@@ -188,13 +188,17 @@ def gap_app(make_app, database_url):
     return app
 
 
-@pytest.fixture
-def admin(gap_app):
-    with gap_app.app_context():
-        user = User(username="ada", role="admin")
+def add_user(app, username: str, role: str) -> None:
+    with app.app_context():
+        user = User(username=username, role=role)
         user.set_password(PASSWORD)
         db.session.add(user)
         db.session.commit()
+
+
+@pytest.fixture
+def admin(gap_app):
+    add_user(gap_app, "ada", "admin")
     client = gap_app.test_client()
     assert sign_in(client, "ada").status_code == 302
     return client
@@ -370,11 +374,7 @@ def test_refresh_needs_sign_in_and_a_csrf_token(gap_app, make_app, sandbox):
     anonymous = gap_app.test_client().post(f"/flows/{flow_id}/refresh")  # (CSRF off in gap_app)
     assert anonymous.status_code == 302 and "/login" in anonymous.headers["Location"]
     app = make_app()
-    with app.app_context():
-        user = User(username="vera", role="viewer")
-        user.set_password(PASSWORD)
-        db.session.add(user)
-        db.session.commit()
+    add_user(app, "vera", "viewer")
     client = app.test_client()
     sign_in_page = client.get("/login").text
     token = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', sign_in_page)[1]
@@ -384,11 +384,7 @@ def test_refresh_needs_sign_in_and_a_csrf_token(gap_app, make_app, sandbox):
 
 def test_the_gaps_page_is_for_admins_and_ignores_bad_positions(gap_app, admin):
     assert admin.get("/admin/gaps?before=x&unknown_before=-1").status_code == 200
-    with gap_app.app_context():
-        viewer = User(username="vic", role="viewer")
-        viewer.set_password(PASSWORD)
-        db.session.add(viewer)
-        db.session.commit()
+    add_user(gap_app, "vic", "viewer")
     client = gap_app.test_client()
     sign_in(client, "vic")
     assert client.get("/admin/gaps").status_code == 403

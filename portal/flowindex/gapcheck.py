@@ -4,7 +4,7 @@ and flows only webhook events know of (the service answers 404 for them, or a co
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from flask import current_app
@@ -156,7 +156,6 @@ class GapCheck:
     unknown: int = 0
     flagged: int = 0  # flows the index flags after the check
     stopped: str | None = None
-    candidates: list[str] = field(default_factory=list, repr=False)
 
     def line(self) -> str:
         line = f"gaps: {self.flagged} (checked {self.checked}, found {self.found}, cleared {self.cleared}"
@@ -185,7 +184,7 @@ def check_gaps(
             check.unknown += mark_unknown(flow_id, now)
             continue
         except FlowApiError as error:  # the sync's walk is written: say why the check ended, do not fail it
-            check.stopped = str(error)
+            check.stopped = error.summary
             break
         check.checked += 1
         _check_one(flow, now, check)
