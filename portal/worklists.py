@@ -21,6 +21,7 @@ from .models import FlowIncident, FlowRecord
 OPEN_CONSENT = ("Unopened", "Opened")
 FINISHED_LIFECYCLES = ("completed", "cancelled")
 MAX_LIMIT = 500
+COUNT_CAP = 10_000  # past this many stuck flows the page says "more than", so counting stays fast
 ACTION_SEPARATOR = ","
 
 
@@ -101,7 +102,7 @@ class IncidentFlow:
     lifecycle: str | None
     open_incidents: int
     oldest_at: datetime
-    row_id: int = 0
+    row_id: int = 0  # the oldest open incident's row: with `oldest_at`, the flow's place in the list
 
 
 @dataclass(frozen=True)
@@ -134,12 +135,16 @@ def _not_done():
     )
 
 
-def _open_incident_count():
-    return (
-        select(func.count(FlowIncident.id))
-        .where(FlowIncident.flow_id == FlowRecord.flow_id, FlowIncident.resolved_at.is_(None))
-        .scalar_subquery()
+def _open_counts(flow_ids: list[str]) -> dict[str, int]:
+    """Open incidents per flow, for one page's flows (a subquery per row would run for every candidate row)."""
+    if not flow_ids:
+        return {}
+    query = (
+        select(FlowIncident.flow_id, func.count(FlowIncident.id))
+        .where(FlowIncident.flow_id.in_(flow_ids), FlowIncident.resolved_at.is_(None))
+        .group_by(FlowIncident.flow_id)
     )
+    return dict(db.session.execute(query).all())
 
 
 def _after(expression, column, cursor: Cursor | None):
@@ -157,13 +162,15 @@ def stuck_page(now: datetime, stuck_after: timedelta, after: Cursor | None = Non
     """One page of stuck flows (`StuckFlow`), oldest change first."""
     limit, last_change = _limited(limit), last_change_expression().label("last_change_at")
     query = (
-        select(FlowRecord, last_change, _open_incident_count().label("open_incidents"))
+        select(FlowRecord, last_change)
         .where(_not_done(), last_change_expression() < now - stuck_after)
         .where(_after(last_change_expression(), FlowRecord.id, after))
         .order_by(last_change_expression(), FlowRecord.id)
         .limit(limit + 1)
     )
-    rows = [_stuck(record, changed, count) for record, changed, count in db.session.execute(query)]
+    found = db.session.execute(query).all()
+    counts = _open_counts([record.flow_id for record, _ in found])
+    rows = [_stuck(record, changed, counts.get(record.flow_id, 0)) for record, changed in found]
     return _page(rows, limit, lambda row: Cursor(row.last_change_at, row.row_id))
 
 
@@ -172,9 +179,10 @@ def find_stuck(now: datetime, stuck_after: timedelta, limit: int = 100) -> list[
     return stuck_page(now, stuck_after, None, limit).rows
 
 
-def count_stuck(now: datetime, stuck_after: timedelta) -> int:
-    query = select(func.count(FlowRecord.id)).where(_not_done(), last_change_expression() < now - stuck_after)
-    return db.session.scalar(query) or 0
+def count_stuck(now: datetime, stuck_after: timedelta, cap: int = COUNT_CAP) -> int:
+    """How many flows are stuck, counted up to `cap` + 1 (more means "more than `cap`")."""
+    stuck = select(FlowRecord.id).where(_not_done(), last_change_expression() < now - stuck_after).limit(cap + 1)
+    return db.session.scalar(select(func.count()).select_from(stuck.subquery())) or 0
 
 
 def _stuck(record: FlowRecord, changed: datetime | None, open_incidents: int) -> StuckFlow:
@@ -275,39 +283,46 @@ def split_actions(actions: str | None) -> tuple[str, ...]:
 
 
 def flows_with_open_incidents(after: Cursor | None = None, limit: int = 50) -> Page:
-    """Flows with at least one open incident (`IncidentFlow`), the longest open first."""
+    """Flows with at least one open incident (`IncidentFlow`), the longest open first.
+
+    The page is found among the open incidents alone (few), then its flows are read by their ids.
+    """
     limit = _limited(limit)
-    per_flow = (
-        select(
-            FlowIncident.flow_id,
-            func.count(FlowIncident.id).label("open_incidents"),
-            func.min(FlowIncident.first_seen_at).label("oldest_at"),
-        )
+    oldest, first_row = func.min(FlowIncident.first_seen_at), func.min(FlowIncident.id)
+    query = (
+        select(FlowIncident.flow_id, func.count(FlowIncident.id), oldest, first_row)
         .where(_open())
         .group_by(FlowIncident.flow_id)
-        .subquery()
-    )
-    query = (
-        select(FlowRecord, per_flow.c.open_incidents, per_flow.c.oldest_at)
-        .join(per_flow, per_flow.c.flow_id == FlowRecord.flow_id)
-        .where(_after(per_flow.c.oldest_at, FlowRecord.id, after))
-        .order_by(per_flow.c.oldest_at, FlowRecord.id)
+        .order_by(oldest, first_row)
         .limit(limit + 1)
     )
-    rows = [_incident_flow(*row) for row in db.session.execute(query)]
+    if after is not None:
+        query = query.having(or_(oldest > after.at, and_(oldest == after.at, first_row > after.row_id)))
+    found = db.session.execute(query).all()
+    records = _records([flow_id for flow_id, *_ in found])
+    rows = [_incident_flow(flow_id, records.get(flow_id), *rest) for flow_id, *rest in found]
     return _page(rows, limit, lambda row: Cursor(row.oldest_at, row.row_id))
 
 
-def _incident_flow(record: FlowRecord, count: int, oldest_at) -> IncidentFlow:
+def _records(flow_ids: list[str]) -> dict[str, FlowRecord]:
+    if not flow_ids:
+        return {}
+    return {
+        record.flow_id: record
+        for record in db.session.scalars(select(FlowRecord).where(FlowRecord.flow_id.in_(flow_ids)))
+    }
+
+
+def _incident_flow(flow_id: str, record: FlowRecord | None, count: int, oldest_at, first_row: int) -> IncidentFlow:
     return IncidentFlow(
-        flow_id=record.flow_id,
-        reference_id=record.reference_id,
-        national_id_masked=record.national_id_masked,
-        consent_status=record.consent_status,
-        lifecycle=record.lifecycle,
+        flow_id=flow_id,
+        reference_id=record.reference_id if record else None,
+        national_id_masked=record.national_id_masked if record else None,
+        consent_status=record.consent_status if record else None,
+        lifecycle=record.lifecycle if record else None,
         open_incidents=count,
         oldest_at=_aware(oldest_at),
-        row_id=record.id,
+        row_id=first_row,
     )
 
 

@@ -23,7 +23,7 @@ from portal.flowindex.feed import writer
 from portal.flowindex.observations import from_detail
 from portal.flowindex.store import apply_observations
 from portal.models import FlowIncident, FlowRecord
-from portal.worklists import find_stuck, open_incident_groups, stuck_page
+from portal.worklists import count_stuck, find_stuck, flows_with_open_incidents, open_incident_groups, stuck_page
 
 KEY = b"test-index-key-0123456789"
 NATIONAL_ID = "15108695088"
@@ -238,6 +238,8 @@ def test_stuck_page_with_paging_between_its_rows(portal, sandbox):
     with portal.app_context():
         first = stuck_page(later, timedelta(hours=48), limit=2)
         second = stuck_page(later, timedelta(hours=48), after=first.next_cursor, limit=2)
+        counted = count_stuck(later, timedelta(hours=48)), count_stuck(later, timedelta(hours=48), cap=1)
+    assert counted == (3, 2), "a capped count stops one past its cap"
     # The opened one last: its last change is its opening, which the sync found after all three were created.
     assert [flow.flow_id for flow in first.rows + second.rows] == [created[0], created[2], created[1]]
     assert first.next_cursor and second.next_cursor is None
@@ -331,6 +333,10 @@ def test_the_incident_queue_groups_open_incidents_with_message_flow_age_and_acti
     for flow_id in troubled:
         assert f'href="/flows/{flow_id}"' in groups[0]
     assert re.search(r'class="badge[^"]*action-label">assign</span>', groups[0])
+    with portal.app_context():
+        first = flows_with_open_incidents(limit=2)
+        second = flows_with_open_incidents(first.next_cursor, limit=2)
+    assert [flow.flow_id for flow in first.rows + second.rows] == [*troubled, other] and second.next_cursor is None
     content = "".join(groups).split("</main>")[0]
     assert "<button" not in content and "<form" not in content, "actions are labels, not buttons"
 

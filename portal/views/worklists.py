@@ -10,6 +10,7 @@ from flask_babel import gettext as _
 
 from ..security import role_required
 from ..worklists import (
+    COUNT_CAP,
     count_flows_with_open_incidents,
     count_stuck,
     flows_with_open_incidents,
@@ -55,6 +56,7 @@ def stuck():
         args=args,
         stuck=stuck_page(now, stuck_after, read_cursor(args.get("after")), PAGE_SIZE),
         stuck_total=count_stuck(now, stuck_after),
+        count_cap=COUNT_CAP,
         troubled=flows_with_open_incidents(read_cursor(args.get("incidents_after")), PAGE_SIZE),
         troubled_total=count_flows_with_open_incidents(),
         now=now,
