@@ -11,6 +11,7 @@ from email import message_from_bytes, policy
 
 import pytest
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
 from sqlalchemy import func, select, update
 from standardwebhooks import Webhook
 from support import PASSWORD, portal_config, production_settings, run_in_threads, sign_in
@@ -452,6 +453,20 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+SMTP_USER, SMTP_PASSWORD = "portal", "smtp-password-0123456789"
+
+
+LOGINS = []
+
+
+def authenticate(server, session, envelope, mechanism, auth_data):
+    """The test server's one account (plain text is fine on 127.0.0.1 in a test); successful logins noted."""
+    good = auth_data.login == SMTP_USER.encode() and auth_data.password == SMTP_PASSWORD.encode()
+    if good:
+        LOGINS.append(auth_data.login.decode())
+    return AuthResult(success=good, handled=False)  # not handled: the server answers 235 or 535 itself
+
+
 @pytest.fixture
 def mailbox():
     box = Mailbox()
@@ -460,6 +475,54 @@ def mailbox():
     box.port = controller.port
     yield box
     controller.stop()
+
+
+@pytest.fixture
+def guarded_mailbox():
+    """An SMTP server that offers a login without TLS."""
+    box = Mailbox()
+    controller = Controller(
+        box,
+        hostname="127.0.0.1",
+        port=free_port(),
+        authenticator=authenticate,
+        auth_require_tls=False,
+    )
+    controller.start()
+    box.port = controller.port
+    yield box
+    controller.stop()
+
+
+def mail_settings(port: int, **extra) -> dict:
+    return {
+        "PORTAL_SMTP_HOST": "127.0.0.1",
+        "PORTAL_SMTP_PORT": str(port),
+        "PORTAL_SMTP_SECURITY": "none",
+        "PORTAL_NOTIFY_EMAIL_FROM": "portal@lender.example",
+        "PORTAL_NOTIFY_EMAIL_TO": "support@lender.example",
+    } | extra
+
+
+def test_the_portal_logs_in_when_a_user_is_set(make_notifying_app, guarded_mailbox):
+    mail_app = make_notifying_app(
+        **mail_settings(guarded_mailbox.port, PORTAL_SMTP_USER=SMTP_USER, PORTAL_SMTP_PASSWORD=SMTP_PASSWORD)
+    )
+    add_incident(mail_app)
+    LOGINS.clear()
+    assert run_pass(mail_app)[1].sent == 1 and len(guarded_mailbox.messages) == 1
+    assert LOGINS == [SMTP_USER]
+
+
+def test_a_refused_login_stops_the_retries_and_says_so_without_the_password(make_notifying_app, guarded_mailbox):
+    mail_app = make_notifying_app(
+        **mail_settings(guarded_mailbox.port, PORTAL_SMTP_USER=SMTP_USER, PORTAL_SMTP_PASSWORD="wrong-password-98765")
+    )
+    add_incident(mail_app)
+    assert run_pass(mail_app)[1].failed == 1 and guarded_mailbox.messages == []
+    [row] = notices(mail_app)
+    assert row.status == "failed" and row.last_error.startswith("SMTP 535")
+    assert "wrong-password-98765" not in row.last_error
 
 
 def test_an_incident_is_e_mailed_with_the_id_masked_and_a_link(make_notifying_app, mailbox):

@@ -1,6 +1,7 @@
 """Sending what is due: claim rows safely across processes, attempt once each, record how it went."""
 
 import json
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from .outbox import EMAIL, WEBHOOK
 from .outcome import Outcome
 from .webhook import post_notice
 
+log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 CLAIM_BATCH = 20
 # A claimed row is due again after this long: a process that died mid-attempt does not lose the notice.
@@ -68,6 +70,15 @@ def _take(row_id: int, attempts: int, now: datetime) -> bool:
 
 
 def deliver(settings, channel: str, subject: str, message: dict, now: datetime) -> Outcome:
+    """One try on one channel; a bug in it costs this attempt, not the pass."""
+    try:
+        return _deliver(settings, channel, subject, message, now)
+    except Exception as error:
+        log.exception("notifications: a %s delivery failed unexpectedly", channel)
+        return Outcome.retry(f"failed unexpectedly ({type(error).__name__})")
+
+
+def _deliver(settings, channel: str, subject: str, message: dict, now: datetime) -> Outcome:
     if channel == WEBHOOK and settings.notify_url:
         return post_notice(settings, message["id"], json.dumps(message, ensure_ascii=False), now)
     if channel == EMAIL and settings.smtp_host:

@@ -2,6 +2,7 @@
 
 import smtplib
 import ssl
+from contextlib import suppress
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
@@ -50,10 +51,7 @@ def _what_happened(event_type: str, data: dict) -> str:
 def send_mail(settings, subject: str, message: dict) -> Outcome:
     """Hand the message to the SMTP server once: a 5xx reply stops the retries, anything else is retried."""
     try:
-        with _connect(settings) as smtp:
-            if settings.smtp_user:
-                smtp.login(settings.smtp_user, settings.smtp_password or "")
-            smtp.send_message(compose(settings, subject, message))
+        _hand_over(settings, compose(settings, subject, message))
     except smtplib.SMTPResponseException as error:
         return _reply_outcome(error.smtp_code, error.smtp_error)
     except smtplib.SMTPRecipientsRefused as error:
@@ -68,6 +66,18 @@ def send_mail(settings, subject: str, message: dict) -> Outcome:
     except (smtplib.SMTPException, OSError) as error:
         return Outcome.retry(f"SMTP failed ({type(error).__name__})")
     return Outcome.delivered(f"accepted by {settings.smtp_host}")
+
+
+def _hand_over(settings, mail: EmailMessage) -> None:
+    smtp = _connect(settings)
+    try:
+        if settings.smtp_user:
+            smtp.login(settings.smtp_user, settings.smtp_password or "")
+        smtp.send_message(mail)
+        with suppress(smtplib.SMTPException, OSError):  # the message is accepted: a lost goodbye changes nothing
+            smtp.quit()
+    finally:
+        smtp.close()  # after a refusal, no QUIT: a server that stopped answering must not hide the refusal
 
 
 def _connect(settings) -> smtplib.SMTP:

@@ -2,6 +2,8 @@
 
 import json
 import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import quote
 
@@ -30,25 +32,53 @@ def flow_url(settings, flow_id: str) -> str:
 
 
 def message(kind: str, now: datetime, data: dict) -> dict:
-    """The JSON a receiver gets: its id doubles as the `webhook-id`, the same on every retry."""
-    return {"id": f"msg_{uuid.uuid4().hex}", "type": EVENT_TYPES[kind], "timestamp": now.isoformat(), "data": data}
+    """The JSON a receiver gets, its data masked; the id doubles as the `webhook-id`, the same on every retry."""
+    return {
+        "id": f"msg_{uuid.uuid4().hex}",  # not masked: a run of its hex digits may look like an id number
+        "type": EVENT_TYPES[kind],
+        "timestamp": now.isoformat(),
+        "data": mask_document(data),
+    }
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something worth telling, once: `dedupe_key` names the happening."""
+
+    kind: str
+    dedupe_key: str
+    flow_id: str | None
+    subject: str
+    data: dict
+
+
+def queue_notices(settings, notices: Iterable[Notice], now: datetime) -> int:
+    """Queue each notice on every configured channel, unless one with its key is there already; rows queued."""
+    channels = configured_channels(settings)
+    rows = [row for notice in notices for row in _rows(notice, channels, now)]
+    if not rows:
+        return 0
+    insert = postgresql_insert if db.session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    table = Notification.__table__
+    statement = insert(table).on_conflict_do_nothing(index_elements=["channel", "dedupe_key"]).returning(table.c.id)
+    return len(db.session.execute(statement, rows).all())  # batched by SQLAlchemy; only inserted rows come back
 
 
 def queue_notice(
-    settings, kind: str, dedupe_key: str, flow_id: str | None, subject: str, payload: dict, now: datetime
+    settings, kind: str, dedupe_key: str, flow_id: str | None, subject: str, data: dict, now: datetime
 ) -> int:
-    """Queue a notice on every configured channel, unless one with this key is there already; how many rows."""
-    channels = configured_channels(settings)
-    if not channels:
-        return 0
-    document = json.dumps(mask_document(message(kind, now, payload)), ensure_ascii=False, sort_keys=True)
-    rows = [
+    return queue_notices(settings, [Notice(kind, dedupe_key, flow_id, subject, data)], now)
+
+
+def _rows(notice: Notice, channels: tuple[str, ...], now: datetime) -> list[dict]:
+    document = json.dumps(message(notice.kind, now, notice.data), ensure_ascii=False, sort_keys=True)
+    return [
         {
             "channel": channel,
-            "kind": kind,
-            "dedupe_key": dedupe_key[:255],
-            "flow_id": flow_id,
-            "subject": mask_text(subject)[:SUBJECT_LENGTH],
+            "kind": notice.kind,
+            "dedupe_key": notice.dedupe_key[:255],
+            "flow_id": notice.flow_id,
+            "subject": mask_text(notice.subject)[:SUBJECT_LENGTH],
             "payload": document,
             "status": "pending",
             "attempts": 0,
@@ -57,6 +87,3 @@ def queue_notice(
         }
         for channel in channels
     ]
-    insert = postgresql_insert if db.session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    statement = insert(Notification).values(rows).on_conflict_do_nothing(index_elements=["channel", "dedupe_key"])
-    return len(db.session.execute(statement.returning(Notification.id)).all())

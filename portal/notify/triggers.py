@@ -6,7 +6,7 @@ from sqlalchemy import and_, exists, or_, select
 
 from ..extensions import db
 from ..models import FlowIncident, FlowRecord, Notification
-from .outbox import configured_channels, flow_url, queue_notice
+from .outbox import Notice, configured_channels, flow_url, queue_notices
 
 SCAN_LIMIT = 500  # happenings looked at per pass; the next pass takes the rest
 
@@ -36,10 +36,11 @@ def scan_incidents(settings, now: datetime, limit: int = SCAN_LIMIT) -> int:
         .order_by(FlowIncident.first_seen_at, FlowIncident.id)
         .limit(limit)
     )
-    return sum(_queue_incident(settings, now, incident, reference) for incident, reference in db.session.execute(query))
+    notices = [_incident_notice(settings, incident, reference) for incident, reference in db.session.execute(query)]
+    return queue_notices(settings, notices, now)
 
 
-def _queue_incident(settings, now: datetime, incident: FlowIncident, reference_id: str | None) -> int:
+def _incident_notice(settings, incident: FlowIncident, reference_id: str | None) -> Notice:
     what = " / ".join(filter(None, (incident.task_type, incident.task_category))) or "incident"
     data = {
         "flowId": incident.flow_id,
@@ -55,7 +56,7 @@ def _queue_incident(settings, now: datetime, incident: FlowIncident, reference_i
     }
     subject = f"Flow {reference_id or incident.flow_id}: {what}"
     key = incident_key(incident.flow_id, incident.incident_id)
-    return queue_notice(settings, "incident", key, incident.flow_id, subject, data, now)
+    return Notice("incident", key, incident.flow_id, subject, data)
 
 
 def scan_stuck(settings, now: datetime, limit: int = SCAN_LIMIT) -> int:
@@ -65,14 +66,15 @@ def scan_stuck(settings, now: datetime, limit: int = SCAN_LIMIT) -> int:
     from ..worklists import find_stuck  # owned by the worklists; imported late so the incident half stands alone
 
     stuck_after = timedelta(hours=settings.stuck_after_hours)
-    queued = 0
-    for flow in find_stuck(now, stuck_after=stuck_after, limit=limit):
-        if flow.last_change_at and flow.last_change_at <= now - stuck_after:  # open incidents alone: told as incidents
-            queued += _queue_stuck(settings, now, flow, stuck_after)
-    return queued
+    notices = (
+        _stuck_notice(settings, now, flow, stuck_after)
+        for flow in find_stuck(now, stuck_after=stuck_after, limit=limit)
+        if flow.last_change_at and flow.last_change_at <= now - stuck_after  # open incidents alone: told as incidents
+    )
+    return queue_notices(settings, notices, now)
 
 
-def _queue_stuck(settings, now: datetime, flow, stuck_after: timedelta) -> int:
+def _stuck_notice(settings, now: datetime, flow, stuck_after: timedelta) -> Notice:
     hours = int((now - flow.last_change_at).total_seconds() // 3600)
     data = {
         "flowId": flow.flow_id,
@@ -87,7 +89,7 @@ def _queue_stuck(settings, now: datetime, flow, stuck_after: timedelta) -> int:
     }
     subject = f"Flow {flow.reference_id or flow.flow_id}: no change for {hours} hours"
     key = stuck_key(flow.flow_id, flow.last_change_at)
-    return queue_notice(settings, "stuck", key, flow.flow_id, subject, data, now)
+    return Notice("stuck", key, flow.flow_id, subject, data)
 
 
 def scan(settings, now: datetime, stuck: bool = True) -> int:
