@@ -28,9 +28,7 @@ class Notifier:
         self.app = app
         self.clock = clock
         self._wake = threading.Event()
-        self._state = threading.Condition()
-        self._asked = 0  # passes asked for
-        self._done = 0  # passes asked for that have finished
+        self._start_lock = threading.Lock()
         self._pid: int | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -43,15 +41,7 @@ class Notifier:
     def wake(self) -> None:
         """Look for new incidents and send what is due, soon, off the caller's thread."""
         self._ensure_thread()
-        with self._state:
-            self._asked += 1
         self._wake.set()
-
-    def settle(self, timeout: float = 10.0) -> bool:
-        """Wait until a pass that began after this call has finished; False if `timeout` passed first."""
-        with self._state:
-            wanted = self._asked
-            return self._state.wait_for(lambda: self._done >= wanted, timeout)
 
     def run_once(self, stuck: bool = True) -> tuple[int, SendReport]:
         """Scan and send what is due, in the caller's thread and app context: notices queued, and the report."""
@@ -73,7 +63,7 @@ class Notifier:
     def _ensure_thread(self) -> None:
         if self._pid == os.getpid():
             return
-        with self._state:
+        with self._start_lock:
             if self._pid != os.getpid():
                 self._wake, self._stop = threading.Event(), threading.Event()
                 self._thread = threading.Thread(
@@ -84,12 +74,7 @@ class Notifier:
 
     def _run(self, wake: threading.Event, stop: threading.Event) -> None:
         while not stop.is_set():
-            with self._state:
-                asked = self._asked
             wait = self._pass()
-            with self._state:
-                self._done = max(self._done, asked)
-                self._state.notify_all()
             wake.wait(wait)
             wake.clear()
 
