@@ -237,6 +237,7 @@ def test_every_page_is_accessible_in_both_languages(page, stack, shot):
         "rejected": "/admin/rejected",
         "gaps": "/admin/gaps",
         "notifications": "/admin/notifications",
+        "insights": "/insights?range=30d",
         "stuck": "/insights/stuck?hours=1",
         "incidents": "/insights/incidents",
         "not-found": "/flows/00000000-0000-4000-8000-000000000000",
