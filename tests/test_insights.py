@@ -168,13 +168,23 @@ def test_numbers_are_written_the_way_the_reader_s_language_writes_them(make_port
     assert cell(page, "step", "Rejected", 1).replace("\xa0", " ") == "12,5 %"
 
 
-@pytest.mark.parametrize("zone", ["America/New_York", "Asia/Tokyo"])
+@pytest.mark.parametrize("zone", ["America/New_York", "Asia/Tokyo", "Asia/Kolkata", "Asia/Kathmandu"])
 def test_days_are_the_configured_zone_s_days(make_portal, zone):
-    """New York changes to summer time on 8 March 2026 (a 23-hour day); Tokyo is 9 hours ahead of UTC."""
-    result = figures(make_portal(zone), "2026-03-02", "2026-03-08", zone)
+    """New York changes to summer time on 8 March 2026 (a 23-hour day); Tokyo is 9 hours ahead of UTC; Kolkata
+    (+5:30) and Kathmandu (+5:45) start their days in the middle of a UTC hour."""
+    app = make_portal(zone)
+    # Around midnight in Kathmandu (18:15 UTC) and in Kolkata (18:30 UTC).
+    extra = {f"around {at}": f"2026-03-05T{at}:00Z" for at in ("18:10", "18:20", "18:40")}
+    with app.app_context():
+        listed = [FlowSummary.from_json({"id": flow_id(name), "createdAt": at}) for name, at in extra.items()]
+        apply_observations(
+            [from_summary(item, False, NOW) for item in listed], app.extensions["portal.settings"].index_key
+        )
+    result = figures(app, "2026-03-02", "2026-03-08", zone)
     start = datetime(2026, 3, 2, tzinfo=ZoneInfo(zone))
     end = datetime(2026, 3, 9, tzinfo=ZoneInfo(zone))
-    created = [utc(when) for when, _ in FLOWS.values() if start <= utc(when) < end]
+    times = [utc(when) for when, _ in FLOWS.values()] + [datetime.fromisoformat(at) for at in extra.values()]
+    created = [moment for moment in times if start <= moment < end]
     expected = Counter(moment.astimezone(ZoneInfo(zone)).date() for moment in created)
     assert {day.day: day.created for day in result.days if day.created} == dict(expected)
     assert result.created == len(created)
