@@ -452,3 +452,19 @@ def test_production_does_not_refuse_a_weak_retired_secret_it_never_accepts():
     with pytest.raises(SettingsError) as raised:
         load_settings(production(FLOW_WEBHOOK_SECRETS=weak))
     assert "FLOW_WEBHOOK_SECRETS" in str(raised.value), "moved back to the live secrets, the same rules apply"
+
+
+def test_a_header_name_holding_a_national_id_is_masked_in_the_diagnosis(hmac_app):
+    body = json.dumps(payload()).encode()
+    name = "X-Signature-15108695088"
+    headers = {name: "sha256=" + hex_hmac(PLAIN_LIVE.encode(), body), "content-type": "application/json"}
+    row = refused(hmac_app, body, headers)
+    assert row.diagnosis == "wrong_scheme" and "15108695088" not in row.diagnosis_detail
+    assert "151086•••••" in row.diagnosis_detail
+
+
+def test_a_refused_body_with_a_lone_surrogate_escape_is_kept_not_a_500(standard_app, pinned_now):
+    body = b'{"id": "\\ud800", "type": "flow.created"}'
+    headers = {"webhook-id": "msg_x", "webhook-timestamp": str(pinned_now), "webhook-signature": "v1,AAAA"}
+    refused(standard_app, body, headers | {"content-type": "application/json"})
+    assert "\ufffd" in latest(standard_app).body_head

@@ -126,7 +126,8 @@ def sample_of(body: bytes) -> str:
     text = body[:BODY_HEAD_BYTES].decode("utf-8", errors="replace").replace("\x00", "\ufffd")
     if len(body) <= BODY_HEAD_BYTES:
         try:
-            return json.dumps(mask_document(json.loads(text)), ensure_ascii=False)
+            masked = json.dumps(mask_document(json.loads(text)), ensure_ascii=False)
+            return _SURROGATE.sub("\ufffd", masked)  # a `\ud800` escape parses to what no database stores
         except (ValueError, RecursionError):
             return mask_text(text)
     return mask_text(_CUT_DIGITS.sub("", text))
@@ -205,7 +206,8 @@ def record_rejection(
             signature_headers=json.dumps(headers),
             body_head=sample_of(body_head),
             diagnosis=diagnosis.code[:40] if diagnosis else None,
-            diagnosis_detail=clean_text(diagnosis.detail, 255) if diagnosis else None,
+            # it may quote a header name or an event id the sender chose: masked like any text from outside
+            diagnosis_detail=clean_text(mask_text(diagnosis.detail), 255) if diagnosis else None,
         )
     )
     db.session.flush()
