@@ -379,3 +379,15 @@ def test_the_work_lists_need_sign_in(portal):
     for path in ("/insights/stuck", "/insights/stuck?hours=2", "/insights/incidents"):
         answer = anonymous.get(path)
         assert answer.status_code == 302 and "/login" in answer.headers["Location"]
+
+
+def test_an_incident_with_lone_surrogates_is_stored_cleaned_and_spoils_no_batch(portal, sandbox):
+    flow_id, other = sandbox.create()["flowId"], sandbox.create()["flowId"]
+    incident = {"id": "inc-\ud800", "taskType": "t\udfff", "message": "m\ud800 \x00"}
+    body = {"id": "evt-surrogates", "type": "flow.incident", "timestamp": _now(), "data": {"flowId": flow_id}}
+    assert deliver_signed(portal, body | {"data": {"flowId": flow_id, "incident": incident}}).status_code == 200
+    fine = body | {"id": "evt-fine", "data": {"flowId": other, "incident": {"id": "inc-ok", "message": "ok"}}}
+    assert deliver_signed(portal, fine).status_code == 200
+    [row] = incidents_of(portal, flow_id)
+    assert (row.incident_id, row.task_type, row.message) == ("inc-\ufffd", "t\ufffd", "m\ufffd")
+    assert [row.incident_id for row in incidents_of(portal, other)] == ["inc-ok"]

@@ -18,6 +18,7 @@ from ..extensions import db
 from ..flowapi.models import FlowDetail, Incident
 from ..flowapi.text import redact
 from ..models import FlowIncident
+from ..webhooks.store import clean_text
 
 MAX_ID, MAX_TASK, MAX_MESSAGE = 255, 100, 1000
 INCIDENT_EVENT = "flow.incident"
@@ -86,12 +87,12 @@ def _seen(incident: Incident) -> SeenIncident | None:
     if not (incident.id or message or task_type):
         return None
     # Without an id (a list of bare records), what it says is its identity: a position would shift.
-    incident_id = (incident.id or _content_id(task_type, task_category, message))[:MAX_ID]
+    incident_id = clean_text(incident.id, MAX_ID) or _content_id(task_type, task_category, message)
     return SeenIncident(incident_id, task_type, task_category, message)
 
 
 def _masked(text: str | None, most: int) -> str | None:
-    return redact(" ".join(text.split()))[:most] or None if isinstance(text, str) else None
+    return clean_text(redact(" ".join(text.split())), most) if isinstance(text, str) else None
 
 
 def _content_id(*parts: str | None) -> str:
