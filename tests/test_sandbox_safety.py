@@ -79,6 +79,22 @@ def test_a_request_relayed_by_a_local_proxy_is_not_a_loopback_one(sandbox, heade
     assert answer.status_code == 403
 
 
+@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:81", "127.0.0.1.nip.example", "[2001:db8::1]"])
+def test_a_loopback_client_naming_another_host_is_not_local(sandbox, host):
+    """A browser led to 127.0.0.1 by DNS rebinding sends its page's host name: no fault injection, no flow list."""
+    for method, path in (("POST", "/sandbox/faults"), ("GET", "/"), ("GET", "/sandbox/stats")):
+        answer = requests.request(
+            method, sandbox.url + path, headers={"Host": host}, json={"mode": "drop_webhooks"}, timeout=5
+        )
+        assert answer.status_code == 403, (host, path)
+    assert requests.get(sandbox.url + "/sandbox/faults", timeout=5).json()["faults"] == []
+
+
+@pytest.mark.parametrize("host", ["localhost", "LOCALHOST:8081", "portal.localhost", "127.0.0.1:9", "[::1]:8081"])
+def test_loopback_host_names_are_local(sandbox, host):
+    assert requests.get(sandbox.url + "/sandbox/stats", headers={"Host": host}, timeout=5).status_code == 200
+
+
 def test_remote_clients_are_served_when_allowed(make_sandbox):
     stranger = as_client(make_sandbox(**REMOTE), STRANGER)
     assert stranger.get(DISCOVERY).status_code == 200

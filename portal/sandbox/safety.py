@@ -46,7 +46,19 @@ def bind_refusal(host: str, settings: SandboxSettings) -> str | None:
 
 
 def _from_loopback() -> bool:
-    return is_loopback_address(request.remote_addr) and not any(name in request.headers for name in FORWARDING_HEADERS)
+    return (
+        is_loopback_address(request.remote_addr)
+        and not any(name in request.headers for name in FORWARDING_HEADERS)
+        and _names_loopback(request.host)
+    )
+
+
+def _names_loopback(host: str) -> bool:
+    """Whether the Host header names this machine's loopback: a browser led here by DNS rebinding names another
+    host, and must not reach the control views (faults, every organization's flows) as a local client would."""
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    name = name.strip("[]").lower()
+    return name == "localhost" or name.endswith(".localhost") or is_loopback_address(name)
 
 
 def _is_control_view() -> bool:
