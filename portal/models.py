@@ -3,7 +3,7 @@
 from datetime import date, datetime, timezone
 
 from flask_login import UserMixin
-from sqlalchemy import Date, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Date, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 from werkzeug.security import check_password_hash, generate_password_hash
 
@@ -187,6 +187,16 @@ class CreateSubmission(db.Model):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
 
 
+# A flow whose consent is not done, as SQLAlchemy renders portal/worklists.py's condition (SQLite matches a partial
+# index's terms as written, and writes false as 0).
+NOT_DONE = (
+    "(consent_status IN ('Unopened', 'Opened') OR consent_status IS NULL)"
+    " AND ((lifecycle NOT IN ('completed', 'cancelled')) OR lifecycle IS NULL)"
+    " AND (archived IS {false} OR archived IS NULL)"
+    " AND gone_at IS NULL AND unknown_at IS NULL AND stub IS {false}"
+)
+
+
 class FlowRecord(db.Model):
     """The portal's index of one flow: what it has seen of it, from every source, newest state winning.
 
@@ -210,6 +220,14 @@ class FlowRecord(db.Model):
             postgresql_include=["consent_status", "opened_at", "decided_at", "archived", "lifecycle"],
         ),
         Index("ix_flow_index_decided", "decided_at"),  # decisions per day
+        # Stuck flows: the flows not done (portal/worklists.py), by their last change (migration 0010).
+        Index(
+            "ix_flow_index_not_done_change",
+            "last_change_at",
+            "id",
+            postgresql_where=text(NOT_DONE.format(false="false")),
+            sqlite_where=text(NOT_DONE.format(false="0")),
+        ),
         # Country and incidents filter with the consent status the counts group by: counted from the index.
         Index("ix_flow_index_country", "country", "consent_status"),
         Index("ix_flow_index_incidents", "has_incidents", "country", "consent_status"),
@@ -253,6 +271,9 @@ class FlowRecord(db.Model):
     stub: Mapped[bool] = mapped_column(default=False)  # known only from a webhook event so far
     gone_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # a sync found the service no longer lists it
     # Milestones of the consent, for insights: first known Opened (or past it), and Accepted/Rejected.
+    # The last change staff can go by (the service's updatedAt, else the opening, creation, first sight):
+    # kept by the index writer, so stuck flows are read in order from an index.
+    last_change_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     opened_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     decided_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # What webhook events (or a refresh from the service) told the portal: compared with what the

@@ -5,6 +5,7 @@ nor cancelled, archived, gone from the service nor known only from a webhook eve
 for longer than a set time. Its *last change* is the service's `updatedAt` when the index has it (and
 it is not older than the opening the index knows of); else when it was first known opened; else its
 creation; else when the portal first saw it. Not `status_at`: a list fetch moves that without a change.
+The index writer keeps it in `flow_index.last_change_at`, read in order from a partial index of the flows not done.
 
 Lists are oldest first and paged by keyset (a cursor of the last row's time and row id).
 """
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import and_, case, func, or_, select, true
+from sqlalchemy import and_, bindparam, func, or_, select, true
 
 from .extensions import db
 from .models import FlowIncident, FlowRecord
@@ -117,22 +118,23 @@ def _limited(limit: int) -> int:
     return max(1, min(int(limit), MAX_LIMIT))
 
 
-def last_change_expression():
-    """The flow's last change in SQL, as the module docstring says."""
-    updated, opened = FlowRecord.updated_at, FlowRecord.opened_at
-    service_said = and_(updated.is_not(None), or_(opened.is_(None), updated >= opened))
-    return case((service_said, updated), else_=func.coalesce(opened, FlowRecord.created_at, FlowRecord.changed_at))
-
-
 def _not_done():
+    """The flows whose consent is not done; written as the partial index `ix_flow_index_not_done_change` is.
+
+    The value lists are inlined (not bound) so that PostgreSQL and SQLite see the index's own condition.
+    """
     return and_(
-        or_(FlowRecord.consent_status.in_(OPEN_CONSENT), FlowRecord.consent_status.is_(None)),
-        or_(FlowRecord.lifecycle.not_in(FINISHED_LIFECYCLES), FlowRecord.lifecycle.is_(None)),
+        or_(FlowRecord.consent_status.in_(_inline("open_consent", OPEN_CONSENT)), FlowRecord.consent_status.is_(None)),
+        or_(FlowRecord.lifecycle.not_in(_inline("finished", FINISHED_LIFECYCLES)), FlowRecord.lifecycle.is_(None)),
         or_(FlowRecord.archived.is_(False), FlowRecord.archived.is_(None)),
         FlowRecord.gone_at.is_(None),
         FlowRecord.unknown_at.is_(None),
         FlowRecord.stub.is_(False),
     )
+
+
+def _inline(name: str, values: tuple[str, ...]):
+    return bindparam(name, list(values), expanding=True, literal_execute=True)
 
 
 def _open_counts(flow_ids: list[str]) -> dict[str, int]:
@@ -160,17 +162,16 @@ def _page(rows: Sequence, limit: int, cursor_of) -> Page:
 
 def stuck_page(now: datetime, stuck_after: timedelta, after: Cursor | None = None, limit: int = 100) -> Page:
     """One page of stuck flows (`StuckFlow`), oldest change first."""
-    limit, last_change = _limited(limit), last_change_expression().label("last_change_at")
+    limit, last_change = _limited(limit), FlowRecord.last_change_at
     query = (
-        select(FlowRecord, last_change)
-        .where(_not_done(), last_change_expression() < now - stuck_after)
-        .where(_after(last_change_expression(), FlowRecord.id, after))
-        .order_by(last_change_expression(), FlowRecord.id)
+        select(FlowRecord)
+        .where(_not_done(), last_change < now - stuck_after, _after(last_change, FlowRecord.id, after))
+        .order_by(last_change, FlowRecord.id)
         .limit(limit + 1)
     )
-    found = db.session.execute(query).all()
-    counts = _open_counts([record.flow_id for record, _ in found])
-    rows = [_stuck(record, changed, counts.get(record.flow_id, 0)) for record, changed in found]
+    found = db.session.scalars(query).all()
+    counts = _open_counts([record.flow_id for record in found])
+    rows = [_stuck(record, counts.get(record.flow_id, 0)) for record in found]
     return _page(rows, limit, lambda row: Cursor(row.last_change_at, row.row_id))
 
 
@@ -181,17 +182,17 @@ def find_stuck(now: datetime, stuck_after: timedelta, limit: int = 100) -> list[
 
 def count_stuck(now: datetime, stuck_after: timedelta, cap: int = COUNT_CAP) -> int:
     """How many flows are stuck, counted up to `cap` + 1 (more means "more than `cap`")."""
-    stuck = select(FlowRecord.id).where(_not_done(), last_change_expression() < now - stuck_after).limit(cap + 1)
+    stuck = select(FlowRecord.id).where(_not_done(), FlowRecord.last_change_at < now - stuck_after).limit(cap + 1)
     return db.session.scalar(select(func.count()).select_from(stuck.subquery())) or 0
 
 
-def _stuck(record: FlowRecord, changed: datetime | None, open_incidents: int) -> StuckFlow:
+def _stuck(record: FlowRecord, open_incidents: int) -> StuckFlow:
     return StuckFlow(
         flow_id=record.flow_id,
         reference_id=record.reference_id,
         consent_status=record.consent_status,
         lifecycle=record.lifecycle,
-        last_change_at=_aware(changed),
+        last_change_at=record.last_change_at,
         open_incidents=open_incidents or 0,
         national_id_masked=record.national_id_masked,
         row_id=record.id,

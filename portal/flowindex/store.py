@@ -167,7 +167,16 @@ def merge(record: FlowRecord, observation: Observation, index_key: bytes, fresh:
     if changed and not fresh:
         record.changed_at = observation.seen_at
         record.change_source = observation.source
+    record.last_change_at = last_change(record)
     return changed
+
+
+def last_change(record: FlowRecord) -> datetime | None:
+    """The flow's last change for stuck lists: the same rule as migration 0010's backfill."""
+    updated, opened = record.updated_at, record.opened_at
+    if updated is not None and (opened is None or updated >= opened):
+        return updated
+    return opened or record.created_at or record.changed_at
 
 
 def _merge_milestones(record: FlowRecord, observation: Observation) -> None:
