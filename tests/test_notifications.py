@@ -18,6 +18,8 @@ from support import PASSWORD, portal_config, production_settings, run_in_threads
 from werkzeug.wrappers import Request, Response
 
 from portal.extensions import db
+from portal.flowindex.observations import LIST, Observation
+from portal.flowindex.store import apply_observations
 from portal.models import AuditEntry, FlowIncident, FlowRecord, Notification, NotificationAttempt, User
 from portal.notify.dispatch import JITTER, backoff, send_due
 from portal.settings import SettingsError, load_settings
@@ -205,6 +207,30 @@ def test_a_second_incident_on_the_same_flow_is_told_too(app, hooks):
     assert [delivery["message"]["data"]["incident"]["id"] for delivery in hooks.deliveries] == ["inc-1", "inc-2"]
 
 
+def test_a_flood_of_incidents_on_one_flow_is_recorded_but_held_back_past_the_limit(app, hooks, clock):
+    from portal.notify.triggers import INCIDENT_NOTICES_PER_FLOW as most
+
+    for number in range(most + 3):
+        add_incident(app, flow_id="flooded", incident_id=f"inc-{number:02d}")
+    add_incident(app, flow_id="calm", incident_id="inc-calm")
+    assert run_pass(app)[0] == most + 4, "every incident is recorded as told"
+    assert run_pass(app)[0] == 0, "held back ones are not found again"
+    told = sorted(
+        (delivery["message"]["data"]["flowId"], delivery["message"]["data"]["incident"]["id"])
+        for delivery in hooks.deliveries
+    )
+    assert told == [("calm", "inc-calm")] + [("flooded", f"inc-{number:02d}") for number in range(most)]
+    assert sorted(row.status for row in notices(app)).count("held_back") == 3
+    page = admin_client(app).get("/admin/notifications").text
+    assert "held back" in page and f"More than {most} incidents on this flow within an hour" in page
+    with app.app_context():  # the flood an hour and a minute ago (the receiver checks signatures by its own clock)
+        earlier = clock() - timedelta(hours=1, minutes=1)
+        db.session.execute(update(Notification).values(created_at=earlier))
+        db.session.commit()
+    add_incident(app, flow_id="flooded", incident_id="inc-later")
+    assert run_pass(app)[0] == 1 and hooks.deliveries[-1]["message"]["data"]["incident"]["id"] == "inc-later"
+
+
 def test_a_resolved_incident_is_not_told(app, hooks):
     add_incident(app)
     with app.app_context():
@@ -214,21 +240,21 @@ def test_a_resolved_incident_is_not_told(app, hooks):
 
 
 def stuck_flow(app, flow_id: str, updated_at: datetime) -> None:
+    """The service lists the flow as changed last at `updated_at`, through the index's own write path."""
+    seen = Observation(
+        flow_id,
+        LIST,
+        seen_at=updated_at,
+        state_at=updated_at,
+        reference_id=f"ref-{flow_id}",
+        consent_status="Unopened",
+        lifecycle="active",
+        archived=False,
+        created_at=updated_at,
+        updated_at=updated_at,
+    )
     with app.app_context():
-        record = db.session.scalar(select(FlowRecord).where(FlowRecord.flow_id == flow_id))
-        if record is None:
-            record = FlowRecord(
-                flow_id=flow_id,
-                reference_id=f"ref-{flow_id}",
-                consent_status="Unopened",
-                lifecycle="active",
-                archived=False,
-                created_at=updated_at,
-                change_source="list",
-            )
-            db.session.add(record)
-        record.updated_at = record.changed_at = updated_at
-        db.session.commit()
+        apply_observations([seen], app.extensions["portal.settings"].index_key)
 
 
 def test_a_stuck_flow_is_told_once_per_change(app, hooks, clock):

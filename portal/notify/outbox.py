@@ -17,6 +17,7 @@ from ..models import Notification
 WEBHOOK, EMAIL = "webhook", "email"
 EVENT_TYPES = {"incident": "portal.flow.incident", "stuck": "portal.flow.stuck", "test": "portal.test"}
 SUBJECT_LENGTH = 255
+HELD_BACK = "held_back"
 
 
 def configured_channels(settings) -> tuple[str, ...]:
@@ -50,6 +51,7 @@ class Notice:
     flow_id: str | None
     subject: str
     data: dict
+    held_back: bool = False  # recorded as told, never sent (a flood of incidents on one flow)
 
 
 def queue_notices(settings, notices: Iterable[Notice], now: datetime) -> int:
@@ -80,9 +82,9 @@ def _rows(notice: Notice, channels: tuple[str, ...], now: datetime) -> list[dict
             "flow_id": notice.flow_id,
             "subject": mask_text(notice.subject)[:SUBJECT_LENGTH],
             "payload": document,
-            "status": "pending",
+            "status": HELD_BACK if notice.held_back else "pending",
             "attempts": 0,
-            "next_attempt_at": now,
+            "next_attempt_at": None if notice.held_back else now,
             "created_at": now,
         }
         for channel in channels

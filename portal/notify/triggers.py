@@ -2,13 +2,17 @@
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, exists, or_, select
+from sqlalchemy import and_, exists, func, or_, select
 
 from ..extensions import db
 from ..models import FlowIncident, FlowRecord, Notification
 from .outbox import Notice, configured_channels, flow_url, queue_notices
 
 SCAN_LIMIT = 500  # happenings looked at per pass; the next pass takes the rest
+# Past this many incident notices on one flow within the window, further incidents of that flow are recorded as
+# told but held back: a flood (a broken sender, or someone with the webhook secret) cannot flood the receivers.
+INCIDENT_NOTICES_PER_FLOW = 10
+FLOOD_WINDOW = timedelta(hours=1)
 
 
 def incident_key(flow_id: str, incident_id: str) -> str:
@@ -36,11 +40,33 @@ def scan_incidents(settings, now: datetime, limit: int = SCAN_LIMIT) -> int:
         .order_by(FlowIncident.first_seen_at, FlowIncident.id)
         .limit(limit)
     )
-    notices = [_incident_notice(settings, incident, reference) for incident, reference in db.session.execute(query)]
+    found = list(db.session.execute(query))
+    told = _incident_notices_lately(now, {incident.flow_id for incident, _ in found})
+    notices = []
+    for incident, reference in found:
+        told[incident.flow_id] = told.get(incident.flow_id, 0) + 1
+        held_back = told[incident.flow_id] > INCIDENT_NOTICES_PER_FLOW
+        notices.append(_incident_notice(settings, incident, reference, held_back))
     return queue_notices(settings, notices, now)
 
 
-def _incident_notice(settings, incident: FlowIncident, reference_id: str | None) -> Notice:
+def _incident_notices_lately(now: datetime, flow_ids: set[str]) -> dict[str, int]:
+    """Incident notices queued per flow within the flood window, counted once whatever the channels."""
+    if not flow_ids:
+        return {}
+    query = (
+        select(Notification.flow_id, func.count(func.distinct(Notification.dedupe_key)))
+        .where(
+            Notification.kind == "incident",
+            Notification.flow_id.in_(flow_ids),
+            Notification.created_at > now - FLOOD_WINDOW,
+        )
+        .group_by(Notification.flow_id)
+    )
+    return dict(db.session.execute(query).all())
+
+
+def _incident_notice(settings, incident: FlowIncident, reference_id: str | None, held_back: bool) -> Notice:
     what = " / ".join(filter(None, (incident.task_type, incident.task_category))) or "incident"
     data = {
         "flowId": incident.flow_id,
@@ -56,7 +82,7 @@ def _incident_notice(settings, incident: FlowIncident, reference_id: str | None)
     }
     subject = f"Flow {reference_id or incident.flow_id}: {what}"
     key = incident_key(incident.flow_id, incident.incident_id)
-    return Notice("incident", key, incident.flow_id, subject, data)
+    return Notice("incident", key, incident.flow_id, subject, data, held_back=held_back)
 
 
 def scan_stuck(settings, now: datetime, limit: int = SCAN_LIMIT) -> int:

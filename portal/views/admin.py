@@ -30,6 +30,7 @@ from ..forms import (
 from ..masking import mask_national_id
 from ..models import RejectedDelivery, User, utc_now
 from ..notify import notifier, review
+from ..notify.triggers import INCIDENT_NOTICES_PER_FLOW
 from ..paging import before_argument, newest_first
 from ..security import role_required
 from ..subjects import erase, export_document, find_subject
@@ -252,6 +253,7 @@ def notifications():
         channels=review.channels(settings),
         page=page,
         attempts=review.attempts_of([row.id for row in page.rows]),
+        incident_notices_per_flow=INCIDENT_NOTICES_PER_FLOW,
         action_form=ConfirmForm(),
         next_url=url_for("admin.notifications", before=page.next_before) if page.next_before else None,
         newest_url=url_for("admin.notifications") if before else None,
