@@ -188,12 +188,11 @@ class CreateSubmission(db.Model):
 
 
 # A flow whose consent is not done, as SQLAlchemy renders portal/worklists.py's condition (SQLite matches a partial
-# index's terms as written, and writes false as 0).
+# index's terms as written, and writes true and false as 1 and 0); the same text as migration 0010.
 NOT_DONE = (
-    "(consent_status IN ('Unopened', 'Opened') OR consent_status IS NULL)"
-    " AND ((lifecycle NOT IN ('completed', 'cancelled')) OR lifecycle IS NULL)"
-    " AND (archived IS {false} OR archived IS NULL)"
-    " AND gone_at IS NULL AND unknown_at IS NULL AND stub IS {false}"
+    "coalesce(consent_status, 'Unopened') IN ('Unopened', 'Opened')"
+    " AND (coalesce(lifecycle, '') NOT IN ('completed', 'cancelled'))"
+    " AND archived IS NOT {true} AND gone_at IS NULL AND unknown_at IS NULL AND stub IS {false}"
 )
 
 
@@ -225,8 +224,8 @@ class FlowRecord(db.Model):
             "ix_flow_index_not_done_change",
             "last_change_at",
             "id",
-            postgresql_where=text(NOT_DONE.format(false="false")),
-            sqlite_where=text(NOT_DONE.format(false="0")),
+            postgresql_where=text(NOT_DONE.format(true="true", false="false")),
+            sqlite_where=text(NOT_DONE.format(true="1", false="0")),
         ),
         # Country and incidents filter with the consent status the counts group by: counted from the index.
         Index("ix_flow_index_country", "country", "consent_status"),

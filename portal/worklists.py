@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import and_, bindparam, func, or_, select, true
+from sqlalchemy import and_, bindparam, func, literal, or_, select, true
 
 from .extensions import db
 from .models import FlowIncident, FlowRecord
@@ -121,12 +121,13 @@ def _limited(limit: int) -> int:
 def _not_done():
     """The flows whose consent is not done; written as the partial index `ix_flow_index_not_done_change` is.
 
-    The value lists are inlined (not bound) so that PostgreSQL and SQLite see the index's own condition.
+    Values are inlined (not bound) so that PostgreSQL and SQLite see the index's own condition, and no term
+    is an `x OR x IS NULL` that SQLite would rather answer from the single-column indexes.
     """
     return and_(
-        or_(FlowRecord.consent_status.in_(_inline("open_consent", OPEN_CONSENT)), FlowRecord.consent_status.is_(None)),
-        or_(FlowRecord.lifecycle.not_in(_inline("finished", FINISHED_LIFECYCLES)), FlowRecord.lifecycle.is_(None)),
-        or_(FlowRecord.archived.is_(False), FlowRecord.archived.is_(None)),
+        func.coalesce(FlowRecord.consent_status, _text("Unopened")).in_(_inline("open_consent", OPEN_CONSENT)),
+        func.coalesce(FlowRecord.lifecycle, _text("")).not_in(_inline("finished", FINISHED_LIFECYCLES)),
+        FlowRecord.archived.is_not(True),
         FlowRecord.gone_at.is_(None),
         FlowRecord.unknown_at.is_(None),
         FlowRecord.stub.is_(False),
@@ -135,6 +136,10 @@ def _not_done():
 
 def _inline(name: str, values: tuple[str, ...]):
     return bindparam(name, list(values), expanding=True, literal_execute=True)
+
+
+def _text(value: str):
+    return literal(value, literal_execute=True)
 
 
 def _open_counts(flow_ids: list[str]) -> dict[str, int]:

@@ -5,22 +5,24 @@ stand-in service where a test needs an incident to go away and come back. "Stuck
 injected moment, never after a sleep.
 """
 
+import importlib.util
 import json
 import re
 import time
 from datetime import UTC, datetime, timedelta
 from html import unescape
+from pathlib import Path
 
 import pytest
 from altservice import AltOptions, create_alt_service
-from sqlalchemy import select
+from sqlalchemy import event, select, text, update
 from support import deliver_signed, sign_in
 from test_views import make_user_for
 
 from portal.extensions import db
 from portal.flowapi.models import FlowDetail
 from portal.flowindex.feed import writer
-from portal.flowindex.observations import from_detail
+from portal.flowindex.observations import DETAIL, LIST, WEBHOOK, Observation, from_detail
 from portal.flowindex.store import apply_observations
 from portal.models import FlowIncident, FlowRecord
 from portal.worklists import count_stuck, find_stuck, flows_with_open_incidents, open_incident_groups, stuck_page
@@ -391,3 +393,114 @@ def test_an_incident_with_lone_surrogates_is_stored_cleaned_and_spoils_no_batch(
     [row] = incidents_of(portal, flow_id)
     assert (row.incident_id, row.task_type, row.message) == ("inc-\ufffd", "t\ufffd", "m\ufffd")
     assert [row.incident_id for row in incidents_of(portal, other)] == ["inc-ok"]
+
+
+# -- the stored last change --------------------------------------------------------------------
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+MIGRATION = Path(__file__).resolve().parents[1] / "portal" / "migrations" / "versions" / "0010_last_change.py"
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def last_change_of(app, flow_id: str) -> datetime | None:
+    with app.app_context():
+        return db.session.scalar(select(FlowRecord.last_change_at).where(FlowRecord.flow_id == flow_id))
+
+
+def migration_0010():
+    spec = importlib.util.spec_from_file_location("migration_0010", MIGRATION)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Each step of one flow and the last change it leaves: first sight, creation, opening, then updatedAt.
+STEPS = (
+    (Observation("f-lc", WEBHOOK, at(1), at(1), version=1), at(1), "an event alone: when the portal first saw it"),
+    (
+        Observation("f-lc", LIST, at(2), at(2), consent_status="Unopened", created_at=at(0)),
+        at(0),
+        "a list gives the creation",
+    ),
+    (Observation("f-lc", WEBHOOK, at(4), at(3), version=2, consent_status="Opened"), at(3), "an event opens it"),
+    (
+        Observation("f-lc", DETAIL, at(6), at(6), version=2, updated_at=at(2)),
+        at(3),
+        "an updatedAt older than the opening is not taken",
+    ),
+    (Observation("f-lc", DETAIL, at(8), at(8), version=3, updated_at=at(7)), at(7), "a newer updatedAt is"),
+    (
+        Observation("f-lc", LIST, at(9), at(9), consent_status="Opened", updated_at=at(7)),
+        at(7),
+        "a list seeing it again changes nothing",
+    ),
+)
+
+
+def test_the_index_keeps_each_flows_last_change_from_every_source(portal):
+    for observation, expected, why in STEPS:
+        with portal.app_context():
+            apply_observations([observation], KEY)
+        assert last_change_of(portal, "f-lc") == expected, why
+
+
+def test_the_migrations_backfill_gives_what_the_writer_keeps(portal):
+    flows = [
+        Observation("b-stub", WEBHOOK, at(1), at(1), version=1),
+        Observation("b-created", LIST, at(2), at(2), consent_status="Unopened", created_at=at(0)),
+        Observation("b-opened", WEBHOOK, at(3), at(2), consent_status="Opened"),
+        Observation("b-updated", DETAIL, at(4), at(4), created_at=at(0), updated_at=at(3)),
+        Observation("b-same", LIST, at(5), at(5), consent_status="Opened", updated_at=at(4)),  # opened == updated
+    ]
+    with portal.app_context():
+        apply_observations(flows + list(observation for observation, _, _ in STEPS), KEY)
+        kept = dict(db.session.execute(select(FlowRecord.flow_id, FlowRecord.last_change_at)).all())
+        db.session.execute(update(FlowRecord).values(last_change_at=None))
+        db.session.execute(text(migration_0010().BACKFILL))
+        db.session.commit()
+        backfilled = dict(db.session.execute(select(FlowRecord.flow_id, FlowRecord.last_change_at)).all())
+    assert None not in kept.values() and backfilled == kept
+    assert kept["b-same"] == at(4) and kept["b-opened"] == at(2) and kept["b-stub"] == at(1)
+
+
+def executed(app, run) -> list[tuple[str, object]]:
+    """The statements (with their parameters) that `run()` sends to the database."""
+    statements = []
+
+    def keep(connection, cursor, statement, parameters, context, executemany):
+        statements.append((statement, parameters))
+
+    with app.app_context():
+        event.listen(db.engine, "before_cursor_execute", keep)
+        try:
+            run()
+        finally:
+            event.remove(db.engine, "before_cursor_execute", keep)
+    return statements
+
+
+def query_plan(app, statement: str, parameters) -> str:
+    with app.app_context(), db.engine.connect() as connection:
+        if connection.dialect.name == "sqlite":
+            rows = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters).all()
+            return "\n".join(str(row[-1]) for row in rows)
+        # A few rows make any plan cheap: rule out the others, so only the partial index can answer in order.
+        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+            connection.exec_driver_sql(f"SET {setting} = off")
+        return "\n".join(row[0] for row in connection.exec_driver_sql(f"EXPLAIN {statement}", parameters))
+
+
+def test_the_stuck_list_and_its_count_are_read_from_the_partial_index(portal):
+    with portal.app_context():
+        apply_observations([observation for observation, _, _ in STEPS], KEY)
+    later = at(60 * 24 * 3)
+    statements = executed(
+        portal, lambda: (stuck_page(later, timedelta(hours=48)), count_stuck(later, timedelta(hours=48)))
+    )
+    stuck_queries = [(sql, parameters) for sql, parameters in statements if "last_change_at <" in sql]
+    assert len(stuck_queries) == 2
+    for sql, parameters in stuck_queries:
+        assert "ix_flow_index_not_done_change" in query_plan(portal, sql, parameters), sql

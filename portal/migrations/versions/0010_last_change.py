@@ -22,16 +22,15 @@ BACKFILL = (
     " ELSE COALESCE(opened_at, created_at, changed_at) END"
 )
 
-# A flow not done (portal/worklists.py `not_done`), written as SQLAlchemy renders it on each database, so that
-# the stuck list's WHERE matches the index's (SQLite matches terms as written; it has no `false` of its own).
+# A flow not done (portal/worklists.py `_not_done`), written as SQLAlchemy renders it on each database, so that
+# the stuck list's WHERE matches the index's (SQLite matches terms as written, and writes true and false as 1 and 0).
 NOT_DONE = (
-    "(consent_status IN ('Unopened', 'Opened') OR consent_status IS NULL)"
-    " AND ((lifecycle NOT IN ('completed', 'cancelled')) OR lifecycle IS NULL)"
-    " AND (archived IS {false} OR archived IS NULL)"
-    " AND gone_at IS NULL AND unknown_at IS NULL AND stub IS {false}"
+    "coalesce(consent_status, 'Unopened') IN ('Unopened', 'Opened')"
+    " AND (coalesce(lifecycle, '') NOT IN ('completed', 'cancelled'))"
+    " AND archived IS NOT {true} AND gone_at IS NULL AND unknown_at IS NULL AND stub IS {false}"
 )
-POSTGRESQL_NOT_DONE = NOT_DONE.format(false='false')
-SQLITE_NOT_DONE = NOT_DONE.format(false='0')
+POSTGRESQL_NOT_DONE = NOT_DONE.format(true='true', false='false')
+SQLITE_NOT_DONE = NOT_DONE.format(true='1', false='0')
 
 
 def upgrade():
