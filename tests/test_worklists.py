@@ -504,3 +504,24 @@ def test_the_stuck_list_and_its_count_are_read_from_the_partial_index(portal):
     assert len(stuck_queries) == 2
     for sql, parameters in stuck_queries:
         assert "ix_flow_index_not_done_change" in query_plan(portal, sql, parameters), sql
+
+
+def test_a_flood_of_task_types_keeps_the_queue_one_page_of_previews_and_names(portal, sandbox):
+    from portal.views.worklists import LISTED_GROUPS, PREVIEWED_GROUPS
+
+    flow_id = sandbox.create()["flowId"]
+    odd = [{"id": f"inc-{n}", "taskType": f"type-{n:03d}", "message": "m"} for n in range(LISTED_GROUPS + 5)]
+    body = {
+        "id": "evt-flood",
+        "type": "flow.incident",
+        "timestamp": _now(),
+        "data": {"flowId": flow_id, "incident": odd},
+    }
+    assert deliver_signed(portal, body).status_code == 200
+    flushed(portal)
+    page = client_for(portal).get("/insights/incidents").text
+    assert page.count('data-testid="incident-group"') == PREVIEWED_GROUPS
+    other = page.split('data-testid="other-groups"')[1]
+    assert other.count("<li>") == LISTED_GROUPS - PREVIEWED_GROUPS and "type=type-020" in other
+    assert "5 smaller groups are not listed here" in page
+    assert f"{LISTED_GROUPS + 5} open incidents" in page

@@ -24,6 +24,7 @@ bp = Blueprint("worklists", __name__, url_prefix="/insights")
 
 PAGE_SIZE = 50
 GROUP_PREVIEW = 10  # incidents shown under each group heading; the group's own page shows them all
+PREVIEWED_GROUPS, LISTED_GROUPS = 20, 200  # groups with their incidents shown; groups named with a link
 MAX_HOURS = 24 * 365
 MISSING = "(none)"  # a group whose task type or category the service did not send
 GROUP_VALUE = re.compile(r"[^\x00-\x1f\x7f]{1,100}")
@@ -77,8 +78,19 @@ def incidents():
         page = open_incidents(kind, category, grouped=True, after=read_cursor(args.get("after")), limit=PAGE_SIZE)
         group = next((item for item in groups if (item.task_type, item.task_category) == (kind, category)), None)
         return render_template("insights/incident_group.html", group=group, page=page, args=args, now=now, age=_age)
-    previews = {(item.task_type, item.task_category): _preview(item) for item in groups}
-    return render_template("insights/incidents.html", groups=groups, previews=previews, now=now, age=_age)
+    # A flood of odd task types must not make the page a query per group: the largest get previews, then names.
+    previews = {(item.task_type, item.task_category): _preview(item) for item in groups[:PREVIEWED_GROUPS]}
+    return render_template(
+        "insights/incidents.html",
+        groups=groups,
+        total=sum(group.incidents for group in groups),
+        previewed=groups[:PREVIEWED_GROUPS],
+        listed=groups[PREVIEWED_GROUPS:LISTED_GROUPS],
+        unlisted=max(len(groups) - LISTED_GROUPS, 0),
+        previews=previews,
+        now=now,
+        age=_age,
+    )
 
 
 def _preview(group):
