@@ -301,11 +301,18 @@ def test_a_missed_change_is_flagged_on_the_page_listed_by_sync_and_cleared_by_a_
     assert "version 3; the last event received said version 2." in gap_warning(admin.get(f"/flows/{seen}").text)
     assert "gaps: 2 (checked 2, found 0, cleared 0)" in sync(gap_app)
 
+    from_the_list = admin.post(f"/flows/{synced}/refresh", data={"next": "/admin/gaps?before=x"})
+    assert from_the_list.headers["Location"] == "/admin/gaps?before=x", "the gaps list's button goes back to it"
+    off_site = admin.post(f"/flows/{synced}/refresh", data={"next": "https://evil.example/"})
+    assert off_site.headers["Location"] == "/flows"
+
 
 def test_sync_clears_a_flag_once_the_event_arrived_after_all(gap_app, admin, sandbox, serve):
     hook = serve(gap_app) + "/webhooks/flow"
     flow_id = created_and_heard(sandbox, gap_app, hook)
     accepted_unheard(sandbox, flow_id)
+    early = sync(gap_app)
+    assert "gaps: 0 (checked 1, found 0, cleared 0); 1 changed within PORTAL_GAP_GRACE_SECONDS" in early, early
     gap_app.extensions["portal.clock"].past_the_grace()
     assert "gaps: 0 (checked 0, found 0, cleared 0)" in sync(gap_app, "--gap-checks", "0"), "the check is bounded"
     assert "gaps: 1 (checked 1, found 1, cleared 0)" in sync(gap_app)

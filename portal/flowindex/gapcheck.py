@@ -154,12 +154,16 @@ class GapCheck:
     found: int = 0
     cleared: int = 0
     unknown: int = 0
+    waiting: int = 0  # changed within PORTAL_GAP_GRACE_SECONDS: their events may still come
     flagged: int = 0  # flows the index flags after the check
     stopped: str | None = None
 
     def line(self) -> str:
         line = f"gaps: {self.flagged} (checked {self.checked}, found {self.found}, cleared {self.cleared}"
         line += f", unknown to the service {self.unknown})" if self.unknown else ")"
+        if self.waiting:
+            grace = _settings().gap_grace_seconds
+            line += f"; {self.waiting} changed within PORTAL_GAP_GRACE_SECONDS ({grace} s): a later sync judges them"
         return line + (f"; the check stopped: {self.stopped}" if self.stopped else "")
 
 
@@ -202,6 +206,8 @@ def _check_one(flow: FlowDetail, now: datetime, check: GapCheck) -> None:
     note_gap(flow.flow_id, gap, now)
     check.found += gap is not None and not was_flagged
     check.cleared += gap is None and was_flagged
+    grace = timedelta(seconds=_settings().gap_grace_seconds)
+    check.waiting += gap is None and flow.updated_at is not None and now - flow.updated_at < grace
 
 
 def candidates(now: datetime, most: int) -> list[str]:

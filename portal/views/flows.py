@@ -45,6 +45,7 @@ from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..security import role_required
 from ..submissions import SubmissionInProgress, claim_submission, forget_submission, settle_submission
 from ..webhooks.store import events_for_flow, left_out_by_reference
+from .auth import safe_next
 
 bp = Blueprint("flows", __name__, url_prefix="/flows")
 
@@ -252,7 +253,8 @@ def refresh(flow_id: str):
     flow = _retrieve(_valid_flow_id(flow_id))
     reconcile(flow, portal_now())
     flash(_("The flow was refreshed from the Flow Service; the portal's index now has what it says."), "success")
-    return redirect(url_for("flows.detail", flow_id=flow.flow_id))
+    back = request.form.get("next")  # the admin list of gaps goes back to itself
+    return redirect(safe_next(back) if back else url_for("flows.detail", flow_id=flow.flow_id))
 
 
 @bp.route("/<flow_id>/reveal", methods=["GET", "POST"])
