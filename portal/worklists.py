@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import and_, bindparam, func, literal, or_, select, true
+from sqlalchemy import and_, bindparam, func, literal, or_, select, true, tuple_
 
 from .extensions import db
 from .models import FlowIncident, FlowRecord
@@ -157,7 +157,8 @@ def _open_counts(flow_ids: list[str]) -> dict[str, int]:
 def _after(expression, column, cursor: Cursor | None):
     if cursor is None:
         return true()
-    return or_(expression > cursor.at, and_(expression == cursor.at, column > cursor.row_id))
+    # A row comparison: both databases seek the (time, id) index to it instead of filtering every row before it.
+    return tuple_(expression, column) > tuple_(literal(cursor.at, expression.type), literal(cursor.row_id))
 
 
 def _page(rows: Sequence, limit: int, cursor_of) -> Page:

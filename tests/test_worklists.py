@@ -25,7 +25,14 @@ from portal.flowindex.feed import writer
 from portal.flowindex.observations import DETAIL, LIST, WEBHOOK, Observation, from_detail
 from portal.flowindex.store import apply_observations
 from portal.models import FlowIncident, FlowRecord
-from portal.worklists import count_stuck, find_stuck, flows_with_open_incidents, open_incident_groups, stuck_page
+from portal.worklists import (
+    Cursor,
+    count_stuck,
+    find_stuck,
+    flows_with_open_incidents,
+    open_incident_groups,
+    stuck_page,
+)
 
 KEY = b"test-index-key-0123456789"
 NATIONAL_ID = "15108695088"
@@ -498,12 +505,19 @@ def test_the_stuck_list_and_its_count_are_read_from_the_partial_index(portal):
         apply_observations([observation for observation, _, _ in STEPS], KEY)
     later = at(60 * 24 * 3)
     statements = executed(
-        portal, lambda: (stuck_page(later, timedelta(hours=48)), count_stuck(later, timedelta(hours=48)))
+        portal,
+        lambda: (
+            stuck_page(later, timedelta(hours=48)),
+            stuck_page(later, timedelta(hours=48), after=Cursor(at(1), 1)),
+            count_stuck(later, timedelta(hours=48)),
+        ),
     )
     stuck_queries = [(sql, parameters) for sql, parameters in statements if "last_change_at <" in sql]
-    assert len(stuck_queries) == 2
+    assert len(stuck_queries) == 3
     for sql, parameters in stuck_queries:
         assert "ix_flow_index_not_done_change" in query_plan(portal, sql, parameters), sql
+    later_page = query_plan(portal, *stuck_queries[1])
+    assert "last_change_at>?" in later_page or "ROW(" in later_page, "a later page seeks to its cursor"
 
 
 def test_a_flood_of_task_types_keeps_the_queue_one_page_of_previews_and_names(portal, sandbox):
