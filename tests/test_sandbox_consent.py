@@ -1,6 +1,7 @@
 """Consent simulation and the control API: statuses, versions, archiving, conflicts."""
 
 import re
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import requests
@@ -84,6 +85,25 @@ def test_seeded_flows_cover_every_status_archive_and_incident(make_sandbox):
     details = [flow(sandbox, item["id"]) for item in current + archived]
     assert any(detail["hasIncidents"] for detail in details)
     assert {detail["status"] for detail in details} == {"active", "completed", "cancelled"}
+
+
+def test_seeded_flows_have_a_past_of_thirty_days(make_sandbox):
+    """A first look at insights and stuck flows needs days of history, each change after its flow's creation."""
+    sandbox = make_sandbox(SANDBOX_SEED="40")
+    items = [
+        *sandbox.api("GET", "/api/flows?limit=100").json()["data"],
+        *sandbox.api("GET", "/api/flows?limit=100&archived=true").json()["data"],
+    ]
+    created = {item["referenceId"]: item["createdAt"] for item in items}
+    in_number_order = [created[reference] for reference in sorted(created)]
+    assert in_number_order == sorted(in_number_order), "older numbers were created earlier"
+    now = datetime.now(timezone.utc)
+    oldest = datetime.fromisoformat(in_number_order[0].replace("Z", "+00:00"))
+    assert timedelta(days=29) < now - oldest <= timedelta(days=30, minutes=1)
+    for item in items:
+        assert item["createdAt"] <= item["updatedAt"] <= now.isoformat()
+    unchanged = [item for item in items if item["status"] == "Unopened" and item["createdAt"] == item["updatedAt"]]
+    assert unchanged, "some flows have waited for days without a change"
 
 
 def test_the_home_page_links_active_flows_to_their_consent_pages(sandbox):

@@ -2,11 +2,12 @@
 
 import hashlib
 import random
+from datetime import datetime, timedelta
 
 from stdnum.no import orgnr
 
 from .nationalid import normalize
-from .state import Flow, FlowStore
+from .state import Flow, FlowStore, utc_now
 from .webhooks import Delivery, WebhookSender, build_event
 
 WEBHOOK_INCIDENT_TASK = "send-initiate-webhook"
@@ -31,8 +32,11 @@ class FlowService:
     def attach_sender(self, sender: WebhookSender) -> None:
         self.sender = sender
 
-    def create(self, organization: str, *, national_id, country, last_name, redirect_url, webhook_url) -> Flow:
+    def create(
+        self, organization: str, *, national_id, country, last_name, redirect_url, webhook_url, created_at=None
+    ) -> Flow:
         flow = self.store.create(
+            created_at=created_at,
             organization_id=organization,
             organization_number=organization_number(organization),
             national_id=national_id,
@@ -45,8 +49,8 @@ class FlowService:
         self._notify(flow, "flow.created", previous_status=None)
         return flow
 
-    def apply(self, flow_id: str, action: str) -> Flow:
-        flow, previous = self.store.apply(flow_id, action)
+    def apply(self, flow_id: str, action: str, at: datetime | None = None) -> Flow:
+        flow, previous = self.store.apply(flow_id, action, at)
         self._notify(flow, "flow.status_changed", previous_status=previous)
         return flow
 
@@ -77,16 +81,22 @@ DEMO_PEOPLE = (
     ("010190-123M", "Korhonen"),
     ("30079200049", "Østby"),
 )
+SEED_DAYS = timedelta(days=30)
 # Spread demo flows over every state: (actions to apply, share of flows).
 DEMO_SCRIPTS = ((), ("open",), ("accept",), ("reject",), ("open", "accept"), ("cancel",), ("archive",))
 
 
 def seed_demo_flows(service: FlowService, count: int, organization: str, redirect_url: str) -> None:
-    """Create `count` flows across every status, some archived, a few with incidents."""
+    """Create `count` flows across every status, some archived, a few with incidents, over the past SEED_DAYS.
+
+    A past makes a first look meaningful: flows per day, time to decision, and flows stuck for days.
+    """
     chooser = random.Random(20261121)
+    now = utc_now()
     for index in range(count):
         national_id, last_name = DEMO_PEOPLE[index % len(DEMO_PEOPLE)]
         country, national_id = normalize(national_id)
+        moment = now - SEED_DAYS * (count - index) / count  # older flows first, as their numbers run
         flow = service.create(
             organization,
             national_id=national_id,
@@ -94,12 +104,15 @@ def seed_demo_flows(service: FlowService, count: int, organization: str, redirec
             last_name=last_name,
             redirect_url=redirect_url,
             webhook_url=None,
+            created_at=moment,
         )
         for action in DEMO_SCRIPTS[index % len(DEMO_SCRIPTS)]:
-            service.apply(flow.id, action)
+            moment = min(moment + timedelta(minutes=chooser.uniform(5, 36 * 60)), now)
+            service.apply(flow.id, action, at=moment)
         if chooser.random() < 0.15:
             service.store.add_incident(
                 flow.id,
                 message="Webhook flow.created to https://lender.example/hooks failed after 5 attempts",
                 task_type=WEBHOOK_INCIDENT_TASK,
+                at=min(moment + timedelta(minutes=10), now),
             )

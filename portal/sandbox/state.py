@@ -61,7 +61,7 @@ class Flow:
         return ["read", "assign", "cancel"] if self.lifecycle == ACTIVE else ["read"]
 
     def list_item(self) -> dict:
-        """The flow model of seed §2.1, plus `referenceId` and `createdAt` (DESIGN §3)."""
+        """The flow model of seed §2.1, plus `referenceId`, `createdAt` and `updatedAt` (DESIGN §3: may carry more)."""
         return {
             "id": self.id,
             "nationalId": self.national_id,
@@ -69,6 +69,7 @@ class Flow:
             "status": self.status,
             "referenceId": self.reference_id,
             "createdAt": iso_millis(self.created_at),
+            "updatedAt": iso_millis(self.updated_at),
         }
 
     def retrieve_response(self) -> dict:
@@ -152,9 +153,10 @@ class FlowStore:
         self._by_id: dict[str, Flow] = {}
         self._next_number = FIRST_FLOW_NUMBER
 
-    def create(self, *, organization_id: str, organization_number: str, **fields) -> Flow:
+    def create(self, *, organization_id: str, organization_number: str, created_at=None, **fields) -> Flow:
+        """A new flow; `created_at` only for seeding a demo with a past."""
         with self._lock:
-            now = utc_now()
+            now = created_at or utc_now()
             flow = Flow(
                 id=str(uuid.uuid4()),
                 organization_id=organization_id,
@@ -212,8 +214,8 @@ class FlowStore:
                 older = matching
             return _newest_first(older[-limit:], has_more=len(older) > limit)
 
-    def apply(self, flow_id: str, action: str) -> tuple[Flow, str]:
-        """Carry out a control action; returns the flow and its status before the change."""
+    def apply(self, flow_id: str, action: str, at: datetime | None = None) -> tuple[Flow, str]:
+        """Carry out a control action (at `at` when seeding a past); returns the flow and its status before it."""
         with self._lock:
             flow = self.get(flow_id)
             previous = flow.status
@@ -227,10 +229,10 @@ class FlowStore:
                     raise TransitionNotAllowed(f"cannot {action} a flow that is {flow.status} ({flow.lifecycle})")
             for name, value in changes.items():
                 setattr(flow, name, value)
-            self._touch(flow)
+            self._touch(flow, at)
             return flow, previous
 
-    def add_incident(self, flow_id: str, *, message: str, task_type: str) -> dict:
+    def add_incident(self, flow_id: str, *, message: str, task_type: str, at: datetime | None = None) -> dict:
         with self._lock:
             flow = self.get(flow_id)
             incident_id = str(uuid.uuid4())
@@ -241,7 +243,7 @@ class FlowStore:
                 "taskCategory": "incident",
             }
             flow.incidents[incident_id] = incident
-            self._touch(flow)
+            self._touch(flow, at)
             return incident
 
     def snapshot(self, flow_id: str, render) -> dict:
@@ -250,6 +252,6 @@ class FlowStore:
             return render(self.get(flow_id))
 
     @staticmethod
-    def _touch(flow: Flow) -> None:
+    def _touch(flow: Flow, at: datetime | None = None) -> None:
         flow.version += 1
-        flow.updated_at = max(utc_now(), flow.updated_at)
+        flow.updated_at = max(at or utc_now(), flow.updated_at)
