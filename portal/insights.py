@@ -18,6 +18,7 @@ from sqlalchemy import DateTime, Float, Integer, and_, column, func, literal, or
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql import Select
 
+from . import insight_rollups as rollups
 from .extensions import db
 from .models import FlowIncident, FlowRecord, UtcDateTime
 
@@ -25,6 +26,7 @@ DEFAULT_RANGE = "7d"
 PRESET_DAYS = {"today": 1, "7d": 7, "30d": 30}
 RANGES = (*PRESET_DAYS, "custom")
 MAX_DAYS = 366
+EXACT_PERCENTILE_DAYS = 31  # longer ranges take the time to decision from the histogram
 STATUSES = ("Unopened", "Opened", "Accepted", "Rejected")
 OPENED_OR_PAST = ("Opened", "Accepted", "Rejected")
 UNKNOWN = "unknown"
@@ -148,6 +150,7 @@ class Insight:
     decided: int = 0  # of the flows created in the range, those with a decision time
     median_seconds: float | None = None
     p90_seconds: float | None = None
+    approximate: bool = False  # the percentiles come from the histogram (within rollups.PRECISION)
     days: list[Day] = field(default_factory=list)
 
     @property
@@ -188,17 +191,32 @@ class Insight:
 
 
 def insight(span: DateRange) -> Insight:
-    """Every figure of the insights page for `span`: four queries, each answered from an index."""
-    result = Insight(span)
-    result.statuses = {status: 0 for status in (*STATUSES, UNKNOWN)}
+    """Every figure of the insights page for `span`, counted from the rollups once their dirty quarters are summed.
+
+    The time to decision is exact (from the index) for ranges up to EXACT_PERCENTILE_DAYS, and from the histogram,
+    within rollups.PRECISION, for longer ones.
+    """
+    first, end = rollups.quarter_of(span.start), rollups.quarter_of(span.end)
+    rollups.refresh(first, end)
+    per_day = rollups.counts_per_day([rollups.quarter_of(bound) for bound in _bounds(span)])
+    result = _counted(span, {n: counts[:-1] for n, counts in per_day.items()})
+    incidents = _fold_into_days(span, _per_day(span, FlowIncident.first_seen_at))
+    result.days = [
+        Day(day, per_day.get(n, [0])[0], per_day.get(n, [0])[-1], incidents.get(n, [0])[0])
+        for n, day in enumerate(span.days)
+    ]
+    if len(span.days) <= EXACT_PERCENTILE_DAYS:
+        result.decided, result.median_seconds, result.p90_seconds = _time_to_decision(span)
+    else:
+        result.decided, result.median_seconds, result.p90_seconds = rollups.time_to_decision(first, end)
+        result.approximate = True
+    return result
+
+
+def live_insight(span: DateRange) -> Insight:
+    """The same figures counted live from the index (exact; what the rollups are checked against)."""
     created_per_day = _fold_into_days(span, _created_per_day(span))
-    for created, *known, opened, archived, cancelled in created_per_day.values():
-        for status, count in zip(STATUSES, known, strict=True):
-            result.statuses[status] += count
-        result.statuses[UNKNOWN] += created - sum(known)
-        result.opened += opened
-        result.archived += archived
-        result.cancelled += cancelled
+    result = _counted(span, created_per_day)
     decided = _fold_into_days(span, _per_day(span, FlowRecord.decided_at))
     incidents = _fold_into_days(span, _per_day(span, FlowIncident.first_seen_at))
     result.days = [
@@ -206,6 +224,20 @@ def insight(span: DateRange) -> Insight:
         for n, day in enumerate(span.days)
     ]
     result.decided, result.median_seconds, result.p90_seconds = _time_to_decision(span)
+    return result
+
+
+def _counted(span: DateRange, created_per_day: dict[int, list[int]]) -> Insight:
+    """An Insight with the status, funnel, archived and cancelled counts of [created, *statuses, opened, …] per day."""
+    result = Insight(span)
+    result.statuses = {status: 0 for status in (*STATUSES, UNKNOWN)}
+    for created, *known, opened, archived, cancelled in created_per_day.values():
+        for status, count in zip(STATUSES, known, strict=True):
+            result.statuses[status] += count
+        result.statuses[UNKNOWN] += created - sum(known)
+        result.opened += opened
+        result.archived += archived
+        result.cancelled += cancelled
     return result
 
 
@@ -318,12 +350,15 @@ def percentile(ordered: list[float], fraction: float) -> float | None:
 
 
 def queries_for_explain(span: DateRange) -> dict[str, Select]:
-    """The page's queries by name, for the benchmark's EXPLAIN."""
+    """The page's queries by name (from the rollups, and live), for the benchmark's EXPLAIN."""
+    first, end = rollups.quarter_of(span.start), rollups.quarter_of(span.end)
     queries = {
-        "created per day": _created_per_day(span),
-        "decided per day": _per_day(span, FlowRecord.decided_at),
+        "rollup counts per day": rollups.counts_query([rollups.quarter_of(bound) for bound in _bounds(span)]),
+        "rollup histogram": rollups.histogram_query(-(-first // rollups.PER_DAY), end // rollups.PER_DAY),
+        "live created per day": _created_per_day(span),
+        "live decided per day": _per_day(span, FlowRecord.decided_at),
         "incidents per day": _per_day(span, FlowIncident.first_seen_at),
     }
     if db.engine.dialect.name == "postgresql":
-        queries["time to decision"] = _percentiles_postgres(span)
+        queries["live time to decision"] = _percentiles_postgres(span)
     return queries

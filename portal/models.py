@@ -357,3 +357,43 @@ class Lease(db.Model):
     name: Mapped[str] = mapped_column(String(40), primary_key=True)
     holder: Mapped[str | None] = mapped_column(String(120))
     expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class InsightQuarter(db.Model):
+    """The flow index summed per UTC quarter hour, a cache for insights kept by portal/insight_rollups.py.
+
+    What the flows created in the quarter are now (consent status, opened or past, archived, cancelled), and how
+    many decisions were made in it (whenever their flows were created).
+    """
+
+    __tablename__ = "insight_quarters"
+
+    quarter: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)  # Unix seconds // 900
+    created: Mapped[int] = mapped_column(Integer)
+    unopened: Mapped[int] = mapped_column(Integer)
+    opened: Mapped[int] = mapped_column(Integer)
+    accepted: Mapped[int] = mapped_column(Integer)
+    rejected: Mapped[int] = mapped_column(Integer)
+    opened_or_past: Mapped[int] = mapped_column(Integer)
+    archived: Mapped[int] = mapped_column(Integer)
+    cancelled: Mapped[int] = mapped_column(Integer)
+    decisions: Mapped[int] = mapped_column(Integer)
+
+
+class InsightDuration(db.Model):
+    """How many flows created on a UTC day took a time to decision within one log-spaced bucket."""
+
+    __tablename__ = "insight_durations"
+
+    day: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)  # Unix seconds // 86400
+    bucket: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    flows: Mapped[int] = mapped_column(Integer)
+
+
+class InsightDirty(db.Model):
+    """A UTC quarter hour whose insight figures changed since they were summed; `stamp` grows with each change."""
+
+    __tablename__ = "insight_dirty"
+
+    quarter: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    stamp: Mapped[int] = mapped_column(Integer)

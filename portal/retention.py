@@ -19,6 +19,7 @@ from sqlalchemy import delete, select, tuple_
 
 from .extensions import db
 from .flowindex.sync import DatabaseLease
+from .insight_rollups import mark_flows
 from .models import AccessEntry, AuditEntry, FlowRecord, Lease, RejectedDelivery, RejectionTally, utc_now
 from .settings import Settings
 from .webhooks.store import prune_events
@@ -39,7 +40,7 @@ class RetentionLocked(Exception):
         super().__init__(f"another retention run holds the lock ({who}); nothing was removed")
 
 
-def _delete_in_batches(model, keys: tuple, older, renew: Renew | None) -> int:
+def _delete_in_batches(model, keys: tuple, older, renew: Renew | None, before_delete=None) -> int:
     removed = 0
     while True:
         found = db.session.execute(select(*keys).where(older).limit(BATCH)).all()
@@ -47,6 +48,8 @@ def _delete_in_batches(model, keys: tuple, older, renew: Renew | None) -> int:
             chosen = keys[0].in_([row[0] for row in found])
         else:
             chosen = tuple_(*keys).in_([tuple(row) for row in found])
+        if found and before_delete:
+            before_delete(chosen)
         removed += db.session.execute(delete(model).where(chosen)).rowcount if found else 0
         db.session.commit()
         if len(found) < BATCH:
@@ -78,7 +81,7 @@ def prune_access_log(before: datetime, renew: Renew | None = None) -> int:
 
 def prune_gone_flows(before: datetime, renew: Renew | None = None) -> int:
     """Remove index rows of flows a sync found gone from the service before `before`."""
-    return _delete_in_batches(FlowRecord, (FlowRecord.id,), FlowRecord.gone_at < before, renew)
+    return _delete_in_batches(FlowRecord, (FlowRecord.id,), FlowRecord.gone_at < before, renew, mark_flows)
 
 
 def _prune_events(before: datetime, renew: Renew | None = None) -> int:

@@ -16,6 +16,7 @@ from sqlalchemy import delete, or_, select
 from .access_log import subject_key_of, subject_key_of_event
 from .audit import record_audit
 from .extensions import db
+from .insight_rollups import mark_flows
 from .models import AccessEntry, AuditEntry, CreateSubmission, FlowRecord, WebhookEvent, utc_now
 from .settings import SUBJECT_RECORD_KINDS as KINDS  # the kinds a legal hold may name
 
@@ -83,6 +84,8 @@ def erase(found: SubjectRecords, held: tuple[str, ...], actor: str) -> dict[str,
         if kind in held or not rows:
             removed[kind] = 0
             continue
+        if model is FlowRecord:
+            mark_flows(FlowRecord.id.in_([row.id for row in rows]))  # their insight rollups are summed again
         result = db.session.execute(delete(model).where(model.id.in_([row.id for row in rows])))
         removed[kind] = result.rowcount
     summary = ", ".join(f"{kind} {count}" for kind, count in removed.items())

@@ -10,6 +10,7 @@ from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..extensions import db
+from ..insight_rollups import insight_state, mark_changed
 from ..models import FlowRecord
 from .incidents import record_incidents
 from .keys import name_key, read_national_id
@@ -79,6 +80,7 @@ def _try_batch(batch: list[Observation], index_key: bytes) -> Applied:
     else:  # SQLite: a first write takes the database's write lock, so the read below sees the last commit
         db.session.execute(update(table).where(table.c.flow_id.in_(ids)).values(id=table.c.id))
     rows = {row.flow_id: IndexRow(row._mapping) for row in db.session.execute(query)}
+    before = {flow_id: insight_state(row) for flow_id, row in rows.items()}
     applied = Applied()
     for observation in batch:
         row = rows.get(observation.flow_id)
@@ -90,6 +92,7 @@ def _try_batch(batch: list[Observation], index_key: bytes) -> Applied:
             applied.changed.add(observation.flow_id)
         applied.seen.add(observation.flow_id)
     _write_rows([row for row in rows.values() if row.id is None], [row for row in rows.values() if row.id is not None])
+    mark_changed(before, rows)  # the insight rollups of what changed are summed again before they are read
     record_incidents(batch)  # in the same transaction: a lost race retries both
     db.session.commit()
     applied.changed -= applied.new

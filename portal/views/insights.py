@@ -7,7 +7,8 @@ from babel.numbers import format_percent
 from flask import Blueprint, current_app, render_template, request
 from flask_babel import get_locale
 
-from ..insights import RANGES, insight, local_today, parse_range
+from ..insight_rollups import PRECISION
+from ..insights import EXACT_PERCENTILE_DAYS, RANGES, insight, local_today, parse_range
 from ..security import role_required
 
 bp = Blueprint("insights", __name__, url_prefix="/insights")
@@ -22,7 +23,15 @@ def index():
     zone = current_app.extensions["portal.settings"].timezone
     now = datetime.fromtimestamp(current_app.extensions["portal.clock"](), timezone.utc)
     span, problems = parse_range(request.args, local_today(now, zone), zone)
-    return render_template("insights/index.html", insight=insight(span), problems=problems, now=now, ranges=RANGES)
+    return render_template(
+        "insights/index.html",
+        insight=insight(span),
+        problems=problems,
+        now=now,
+        ranges=RANGES,
+        exact_days=EXACT_PERCENTILE_DAYS,
+        precision=PRECISION,
+    )
 
 
 @bp.app_template_filter("percent")
