@@ -166,11 +166,15 @@ class Refresh:
         for quarter, count in self.session.execute(_decided_in(spans, decided)):
             summed.setdefault(quarter, dict.fromkeys(COUNTS, 0) | {"quarter": quarter})["decisions"] = count
         self.quarters = list(summed.values())
-        histogram: Counter = Counter()
         day_spans = [(first * PER_DAY, end * PER_DAY) for first, end in self.day_spans]
-        for created_at, seconds in self.session.execute(_durations(day_spans, postgres)):
-            histogram[(math.floor(created_at.timestamp() / DAY), bucket_of(seconds))] += 1
-        self.durations = [{"day": day, "bucket": bucket, "flows": n} for (day, bucket), n in histogram.items()]
+        if postgres:
+            rows = (((day, bucket), n) for day, bucket, n in self.session.execute(_histogram_postgres(day_spans)))
+        else:  # SQLite may be built without ln(): bucketed here
+            rows = Counter(
+                (math.floor(created_at.timestamp() / DAY), bucket_of(seconds))
+                for created_at, seconds in self.session.execute(_durations(day_spans, postgres))
+            ).items()
+        self.durations = [{"day": day, "bucket": bucket, "flows": n} for (day, bucket), n in rows]
 
     def write(self) -> None:
         """Replace the sums of the spans and days; unmark a quarter only if no change came since it was read."""
@@ -261,6 +265,17 @@ def _durations(spans: list[tuple[int, int]], postgres: bool):
     """(created_at, seconds to decision) of the decided flows created in the spans of quarters."""
     moment = FlowRecord.created_at
     return select(moment, decision_seconds(postgres)).where(_between(moment, spans), FlowRecord.decided_at.is_not(None))
+
+
+def _histogram_postgres(spans: list[tuple[int, int]]):
+    """(UTC day, bucket, flows) of the decided flows created in the spans, bucketed as `bucket_of` does."""
+    day = cast(func.floor(func.date_part("epoch", FlowRecord.created_at) / DAY), Integer)
+    seconds = decision_seconds(postgres=True)
+    bucket = case((seconds < 1, -1), else_=cast(func.floor(func.ln(seconds) / math.log(RATIO)), Integer))
+    decided = FlowRecord.decided_at.is_not(None)
+    return (
+        select(day, bucket, func.count()).where(_between(FlowRecord.created_at, spans), decided).group_by(day, bucket)
+    )
 
 
 # -- reading -------------------------------------------------------------------------------------------------

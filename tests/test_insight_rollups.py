@@ -38,6 +38,7 @@ from portal.insights import DateRange, insight, live_insight, percentile
 from portal.models import FlowRecord, InsightDirty, InsightDuration, InsightQuarter
 from portal.retention import prune_gone_flows
 from portal.subjects import SubjectRecords, erase
+from portal.views.insights import _plain_grouping, count_number
 
 MIGRATION = Path(__file__).resolve().parents[1] / "portal/migrations/versions/0011_insight_rollups.py"
 # A year ending with the known set's week: the long path (histogram percentiles, edges of the range from the index).
@@ -255,3 +256,12 @@ def test_histogram_percentiles_are_within_the_stated_precision():
     assert histogram_percentile(Counter(), 0.5) is None
     assert histogram_percentile(Counter({bucket_of(0.0): 3}), 0.9) == 0.5  # under a second: half a second
     assert math.isclose(PRECISION, 0.0247, abs_tol=0.0001)
+
+
+def test_counts_are_grouped_as_the_reader_s_language_groups_them(make_filled):
+    """The per-day figures' fast formatter agrees with Babel, and leaves other groupings (India's) to Babel."""
+    app = make_filled()
+    assert (_plain_grouping("en"), _plain_grouping("nb"), _plain_grouping("en_IN")) == (",", "\xa0", None)
+    for language, written in (("en", "1,234,567"), ("nb", "1\xa0234\xa0567")):
+        with app.test_request_context(headers={"Accept-Language": language}):
+            assert count_number(1234567) == written

@@ -1,10 +1,12 @@
 """Insights: how consent is going over a chosen range of days, for every signed-in staff member."""
 
 from datetime import datetime, timezone
+from functools import cache
 
+from babel import Locale
 from babel.dates import format_timedelta
-from babel.numbers import format_percent
-from flask import Blueprint, current_app, render_template, request
+from babel.numbers import format_decimal, format_percent
+from flask import Blueprint, current_app, g, render_template, request
 from flask_babel import get_locale
 
 from ..insight_rollups import PRECISION
@@ -32,6 +34,42 @@ def index():
         exact_days=EXACT_PERCENTILE_DAYS,
         precision=PRECISION,
     )
+
+
+@bp.app_template_global("day_bar_layout")
+def day_bar_layout(days, attribute: str, plot_w: float, plot_h: float, left: float, top: float):
+    """The per-day chart's scale and each bar's geometry as SVG numbers (x, y, width, height, label x, label y, day,
+    count): worked out here, as a year's three charts draw 1,095 bars (Jinja arithmetic cost ~60 ms a page)."""
+    counts = [getattr(day, attribute) for day in days]
+    scale = max([*counts, 1])
+    slot = plot_w / max(len(days), 1)
+    bars = []
+    for index, (day, count) in enumerate(zip(days, counts, strict=True)):
+        x, bar_h = left + index * slot + slot * 0.15, count / scale * plot_h
+        y = top + plot_h - bar_h
+        bars.append((f"{x:.2f}", f"{y:.2f}", f"{slot * 0.7:.2f}", f"{bar_h:.2f}", f"{x + slot * 0.35:.2f}",
+                     f"{y - 3:.2f}", day.day.isoformat(), count))  # fmt: skip
+    return scale, bars
+
+
+@bp.app_template_filter("count_number")
+def count_number(value: int) -> str:
+    """A count as the reader's language writes it ("12 500"), as the number filter does but fast: a year's page
+    writes over 2,000 of them (Babel takes ~50 µs each; grouping digits by the locale's own symbol takes 1)."""
+    if "count_group" not in g:  # the reader's locale, looked up once a request
+        g.count_group = _plain_grouping(str(get_locale()))
+    group = g.count_group
+    if group is None or not isinstance(value, int) or value < 0:
+        return format_decimal(value, locale=get_locale())
+    return f"{value:,}".replace(",", group)
+
+
+@cache
+def _plain_grouping(locale: str) -> str | None:
+    """The locale's group symbol when it groups every three digits from the first thousand on, else None."""
+    group = Locale.parse(locale).number_symbols["latn"]["group"]
+    plain = all(f"{n:,}".replace(",", group) == format_decimal(n, locale=locale) for n in (999, 1234, 1234567))
+    return group if plain else None
 
 
 @bp.app_template_filter("percent")
