@@ -123,6 +123,10 @@ class Refresh:
         self.durations: list[dict] = []
 
     def run(self) -> None:
+        dirty = InsightDirty.quarter
+        if self.session.scalar(select(dirty).where(dirty >= self.first, dirty < self.end).limit(1)) is None:
+            return  # nothing to sum: no lock taken, so views of a clean range never wait for one another
+        self.session.commit()  # SQLite: a read transaction may not turn into the write that takes the lock
         if self.read_marks():
             self.sum()
             self.write()
@@ -291,6 +295,14 @@ def counts_query(bounds: list[int]):
     day = _day_number(quarter, bounds)
     sums = (func.sum(getattr(InsightQuarter, name)) for name in (*COUNTS, "decisions"))
     return select(day, *sums).where(quarter >= bounds[0], quarter < bounds[-1]).group_by(day)
+
+
+def moments_per_day(moment, bounds: list[int]) -> dict[int, int]:
+    """{day number: rows whose `moment` falls on it} for the days between consecutive `bounds` (quarter numbers),
+    grouped per local day in the database (a few hundred rows back, not one per UTC hour)."""
+    day = _day_number(_quarter_expression(moment, db.engine.dialect.name == "postgresql"), bounds)
+    query = select(day, func.count()).where(moment >= starts(bounds[0]), moment < starts(bounds[-1])).group_by(day)
+    return {n: count for n, count in db.session.execute(query)}
 
 
 def _day_number(quarter, bounds: list[int]):

@@ -198,11 +198,12 @@ def insight(span: DateRange) -> Insight:
     """
     first, end = rollups.quarter_of(span.start), rollups.quarter_of(span.end)
     rollups.refresh(first, end)
-    per_day = rollups.counts_per_day([rollups.quarter_of(bound) for bound in _bounds(span)])
+    bounds = [rollups.quarter_of(bound) for bound in _bounds(span)]
+    per_day = rollups.counts_per_day(bounds)
     result = _counted(span, {n: counts[:-1] for n, counts in per_day.items()})
-    incidents = _fold_into_days(span, _per_day(span, FlowIncident.first_seen_at))
+    incidents = rollups.moments_per_day(FlowIncident.first_seen_at, bounds)
     result.days = [
-        Day(day, per_day.get(n, [0])[0], per_day.get(n, [0])[-1], incidents.get(n, [0])[0])
+        Day(day, per_day.get(n, [0])[0], per_day.get(n, [0])[-1], incidents.get(n, 0))
         for n, day in enumerate(span.days)
     ]
     if len(span.days) <= EXACT_PERCENTILE_DAYS:
