@@ -281,3 +281,12 @@ def test_insights_need_a_signed_in_user(make_portal):
     assert answer.status_code == 302 and answer.headers["Location"].startswith("/login")
     page = viewer(app).get("/insights")
     assert page.status_code == 200 and '<a class="nav-link" href="/insights">Insights</a>' in page.text
+
+
+def test_presets_are_links_and_typed_days_always_make_a_custom_range(make_portal):
+    """Days typed in are never ignored because a preset was left selected: the day form asks for a custom range."""
+    page = viewer(make_portal()).get("/insights?range=30d").text
+    assert '<a class="nav-link active" href="/insights?range=30d" aria-current="page">' in page
+    assert 'href="/insights?range=today"' in page and 'href="/insights?range=7d"' in page
+    day_form = page.split('<input type="hidden" name="range" value="custom">')
+    assert len(day_form) == 2 and 'name="from"' in day_form[1] and 'name="range"' not in day_form[1]
