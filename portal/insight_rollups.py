@@ -300,9 +300,12 @@ def counts_query(bounds: list[int]):
 def moments_per_day(moment, bounds: list[int]) -> dict[int, int]:
     """{day number: rows whose `moment` falls on it} for the days between consecutive `bounds` (quarter numbers),
     grouped per local day in the database (a few hundred rows back, not one per UTC hour)."""
+    return {n: count for n, count in db.session.execute(moments_query(moment, bounds))}
+
+
+def moments_query(moment, bounds: list[int]):
     day = _day_number(_quarter_expression(moment, db.engine.dialect.name == "postgresql"), bounds)
-    query = select(day, func.count()).where(moment >= starts(bounds[0]), moment < starts(bounds[-1])).group_by(day)
-    return {n: count for n, count in db.session.execute(query)}
+    return select(day, func.count()).where(moment >= starts(bounds[0]), moment < starts(bounds[-1])).group_by(day)
 
 
 def _day_number(quarter, bounds: list[int]):

@@ -353,12 +353,13 @@ def percentile(ordered: list[float], fraction: float) -> float | None:
 def queries_for_explain(span: DateRange) -> dict[str, Select]:
     """The page's queries by name (from the rollups, and live), for the benchmark's EXPLAIN."""
     first, end = rollups.quarter_of(span.start), rollups.quarter_of(span.end)
+    bounds = [rollups.quarter_of(bound) for bound in _bounds(span)]
     queries = {
-        "rollup counts per day": rollups.counts_query([rollups.quarter_of(bound) for bound in _bounds(span)]),
+        "rollup counts per day": rollups.counts_query(bounds),
         "rollup histogram": rollups.histogram_query(-(-first // rollups.PER_DAY), end // rollups.PER_DAY),
         "live created per day": _created_per_day(span),
         "live decided per day": _per_day(span, FlowRecord.decided_at),
-        "incidents per day": _per_day(span, FlowIncident.first_seen_at),
+        "incidents per day": rollups.moments_query(FlowIncident.first_seen_at, bounds),
     }
     if db.engine.dialect.name == "postgresql":
         queries["live time to decision"] = _percentiles_postgres(span)
