@@ -1,5 +1,4 @@
-"""operations insight: consent milestones and what events told in the flow index, incidents, signature
-diagnoses of refused deliveries, outgoing notifications
+"""operations insight: consent milestones, what events told, incidents, refusal diagnoses, notifications
 
 Revision ID: 0008_operations_insight
 Revises: 0007_access_log
