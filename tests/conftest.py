@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from altservice import AltOptions, AltService, create_alt_service
 from joserfc.jwk import RSAKey
 from sqlalchemy import make_url
 from support import (
@@ -212,3 +213,12 @@ def signed_in(app, make_user):
 @pytest.fixture
 def receiver(serve) -> Receiver:
     return Receiver(serve)
+
+
+@pytest.fixture
+def alt(serve) -> AltService:
+    """A fresh alternative service (23 current, 4 archived flows), served; flip switches with `alt.set(...)`."""
+    app = create_alt_service(AltOptions())
+    service = app.extensions["alt"]
+    service.url = serve(app)
+    return service

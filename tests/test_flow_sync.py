@@ -8,7 +8,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from altservice import SEED_TIME, AltOptions, create_alt_service, seed_flows
+from altservice import SEED_TIME, seed_flows
 from sqlalchemy import func, select
 from support import run_in_threads
 
@@ -76,13 +76,6 @@ def row_count(app) -> tuple[int, int]:
 def sync_app(make_app, database_url):
     return make_app(database=database_url)
 
-
-@pytest.fixture
-def alt(serve):
-    app = create_alt_service(AltOptions())
-    service = app.extensions["alt"]
-    service.url = serve(app)
-    return service
 
 
 @pytest.fixture

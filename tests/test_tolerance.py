@@ -16,9 +16,7 @@ from altservice import (
     LAST_NAME_REASON,
     SCOPE_REFUSAL,
     SECRET_REFUSAL,
-    AltOptions,
     AltService,
-    create_alt_service,
 )
 from support import create_form, form_data
 
@@ -38,14 +36,6 @@ LIMIT_REASON = "limit must be between 1 and 5"
 
 # -- fixtures and helpers ----------------------------------------------------------------------
 
-
-@pytest.fixture
-def alt(serve) -> AltService:
-    """A fresh alternative service (23 current, 4 archived flows); flip switches with `alt.set(...)`."""
-    app = create_alt_service(AltOptions())
-    service = app.extensions["alt"]
-    service.url = serve(app)
-    return service
 
 
 @pytest.fixture

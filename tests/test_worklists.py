@@ -14,7 +14,6 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-from altservice import AltOptions, create_alt_service
 from sqlalchemy import event, select, text, update
 from support import deliver_signed, sign_in
 from test_views import make_user_for
@@ -153,13 +152,6 @@ def _incident_event(receiver) -> str | None:
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
-
-@pytest.fixture
-def alt(serve):
-    app = create_alt_service(AltOptions())
-    service = app.extensions["alt"]
-    service.url = serve(app)
-    return service
 
 
 @pytest.fixture
