@@ -34,6 +34,9 @@ KEY_BITS_ESTIMATED = 240
 WEBHOOK_SECRET_BYTES = 24
 MIN_DISTINCT = 10  # fewer different characters than this is a pattern, not a random string
 ZLIB_OVERHEAD = 8  # bytes of header and checksum around zlib's compressed data
+# A random string repeats a few letters by chance, which zlib squeezes: about one token_urlsafe(32) in 100,000
+# lost its last bits to that and was refused. Two bytes of slack; a pattern is squeezed by far more.
+CHANCE_REPEATS = 2
 SEQUENCE_SHARE = 0.5  # a random string steps to a neighbour one time in five at most (hex); a pattern nearly always
 KEYBOARD_LINES = (
     *(b"qwertyuiop", b"asdfghjkl", b"zxcvbnm", b"1234567890", b"qwertzuiop", b"azertyuiop", b"yxcvbnm"),  # rows
@@ -64,7 +67,7 @@ def estimated_bits(text: str) -> float:
     alphabet = sum(len(chars) for chars in _CLASSES if any(char in chars for char in text))
     if any(not char.isalnum() or not char.isascii() for char in text):
         alphabet += 33  # punctuation and everything else
-    bits = min(len(text), squeezed) * math.log2(alphabet)
+    bits = min(len(text), squeezed + CHANCE_REPEATS) * math.log2(alphabet)
     words = [word for word in WORD_GAPS.split(text) if word.isalpha()]
     if len(words) >= 4 and " " in text:  # a phrase: each word is one of some thousands, not letters at random
         bits = min(bits, len(words) * BITS_PER_WORD)

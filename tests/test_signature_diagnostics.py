@@ -285,6 +285,7 @@ def test_hmac_a_whsec_secret_used_as_decoded_key_bytes_is_a_wrong_scheme(make_ap
         (PLAIN_STRANGER, "as-is", "unknown_secret"),
         (PLAIN_LIVE, "compact", "body_altered"),
     ],
+    ids=["retired", "unknown", "altered"],  # never a secret in a test's name (and the same in every worker)
 )
 def test_hmac_retired_unknown_and_altered(hmac_app, secret, sent, code):
     body = json.dumps(payload()).encode()
