@@ -98,6 +98,13 @@ def unlock_sign_in(user: User, *, actor: str) -> None:
     _save(actor, "account.unlock", user.username)
 
 
+def remember_language(user: User, language: str) -> None:
+    """Keep the person's choice of language in their account, for every browser they sign in from."""
+    if user.language != language:
+        user.language = language
+        db.session.commit()
+
+
 def _check_role(role: str) -> None:
     if role not in ROLES:
         raise AccountError(_("The role must be one of %(roles)s.", roles=", ".join(ROLES)))

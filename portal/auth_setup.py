@@ -68,7 +68,7 @@ def _now() -> int:
 
 def begin_session(user: User) -> None:
     """A fresh session for `user`: nothing from before sign-in carries over (CSRF token included)."""
-    language = session.get("language")
+    language = user.language or session.get("language")  # the account's choice, else the one made before
     session.clear()
     if language:
         session["language"] = language

@@ -1,6 +1,7 @@
 """One renderer for every failure page, and the one place that maps Flow Service errors to pages."""
 
 import logging
+from urllib.parse import urlsplit
 
 from flask import Flask, jsonify, render_template, request
 from flask_babel import lazy_gettext as _l
@@ -145,6 +146,7 @@ def render_error(
     *,
     support_code: str | None = None,
     retry: bool = False,
+    retry_url: str | None = None,
     reason: str | None = None,
     reason_from_identity_provider: bool = False,
 ):
@@ -156,7 +158,7 @@ def render_error(
         reason=reason,
         reason_from_identity_provider=reason_from_identity_provider,
         support_code=support_code,
-        retry_url=request.full_path.rstrip("?") if retry and request.method == "GET" else None,
+        retry_url=retry_url or (request.full_path.rstrip("?") if retry and request.method == "GET" else None),
     ), status
 
 
@@ -190,12 +192,22 @@ def _http_error(error: HTTPException):
     return render_error(error.code or 500, title, advice)
 
 
-def _csrf_error(error: CSRFError):
+def csrf_error_page(error: CSRFError):
+    """A form whose security token expired: "Try again" goes back to the page the form was on."""
     return render_error(
         400,
         _l("Your session expired"),
         _l("The form was open too long or you signed out meanwhile. Reload the page and try again."),
+        retry_url=_page_of_the_form(),
     )
+
+
+def _page_of_the_form() -> str | None:
+    """The portal page that sent this request (its Referer), when that is one of ours."""
+    parts = urlsplit(request.referrer or "")
+    if parts.netloc != request.host or not parts.path.startswith("/"):
+        return None
+    return parts.path + (f"?{parts.query}" if parts.query else "")
 
 
 def _unexpected(error: Exception):
@@ -222,7 +234,7 @@ def database_unavailable_page(error: Exception):
 def init_app(app: Flask) -> None:
     for kind in (DatabaseUnavailable, DBAPIError, PoolTimeout):
         app.register_error_handler(kind, database_unavailable_page)
-    app.register_error_handler(CSRFError, _csrf_error)
+    app.register_error_handler(CSRFError, csrf_error_page)
     app.register_error_handler(FlowApiError, upstream_error_page)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected)

@@ -21,6 +21,7 @@ from wtforms.validators import DataRequired, EqualTo, Length, Optional, Regexp, 
 
 from .accounts import MIN_PASSWORD
 from .flowindex.observations import CONSENT_STATUSES, LIFECYCLES
+from .labels import STATUS_LABELS, audit_action_label
 from .listing import PAGE_SIZES
 from .models import ROLES
 from .nationalid import (
@@ -257,8 +258,14 @@ class FlowSearchForm(FlaskForm):
     born = DateField(
         _l("Born"), validators=[Optional(), within_years], description=_l("Date of birth, to narrow a name")
     )
-    status = SelectField(_l("Consent status"), choices=[ANY, *CONSENT_STATUSES], default="")
-    lifecycle = SelectField(_l("Lifecycle"), choices=[ANY, *LIFECYCLES], default="")
+    status = SelectField(
+        _l("Consent status"),
+        choices=[ANY, *(SelectChoice(code, STATUS_LABELS[code]) for code in CONSENT_STATUSES)],
+        default="",
+    )
+    lifecycle = SelectField(
+        _l("Lifecycle"), choices=[ANY, *(SelectChoice(code, STATUS_LABELS[code]) for code in LIFECYCLES)], default=""
+    )
     country = SelectField(
         _l("Country"), choices=[ANY, *(SelectChoice(code, name) for code, name in COUNTRY_NAMES.items())], default=""
     )
@@ -306,7 +313,7 @@ class AuditFilterForm(FlaskForm):
 
     def __init__(self, actions: list[str], **kwargs):
         super().__init__(**kwargs)
-        self.action.choices = [ANY, *actions]
+        self.action.choices = [ANY, *((action, audit_action_label(action)) for action in actions)]
 
     def validate_until(self, field) -> None:
         if field.data and self.since.data and field.data < self.since.data:

@@ -46,6 +46,7 @@ class User(UserMixin, db.Model):
     last_login_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # Every session carries the version it began with; bumping it ends them all (sign-out, role change, …).
     session_version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    language: Mapped[str | None] = mapped_column(String(8))  # the pages' language the person chose; None: the browser's
 
     @property
     def is_active(self) -> bool:

@@ -4,12 +4,14 @@ import json
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from babel.dates import format_timedelta
+from babel import Locale
+from babel.dates import format_date, format_time, format_timedelta
 from flask import Flask, current_app
 from flask_babel import format_number, get_locale
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 
+from .labels import access_kind_label, action_label, audit_action_label, status_label
 from .masking import mask_document, mask_national_id, mask_text
 
 STATUS_TONES = {
@@ -50,11 +52,33 @@ def _in_zone(moment: datetime, zone) -> datetime:
         return moment
 
 
-def local_time(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
+# English pages are read by staff in the Nordics: day before month and a 24-hour clock (en_GB), not en_US.
+FORMAT_LOCALES = {"en": "en_GB"}
+
+
+def _format_locale() -> Locale:
+    language = str(get_locale() or "en")
+    return Locale.parse(FORMAT_LOCALES.get(language, language))
+
+
+def local_time(moment: datetime | None, seconds: bool = False) -> str:
+    """A moment as the reader's language writes it, in the portal's time zone, zone named: "24 Nov 2026, 12:58 CET".
+
+    `seconds`: for times that may lie within one minute of each other (a timeline, events).
+    """
     if moment is None:
         return "—"
-    zone = ZoneInfo(current_app.extensions["portal.settings"].timezone)
-    return _in_zone(moment, zone).strftime(fmt)
+    here = _in_zone(moment, ZoneInfo(current_app.extensions["portal.settings"].timezone))
+    locale = _format_locale()
+    day = format_date(here, "medium", locale=locale)
+    clock = format_time(here, "medium" if seconds else "short", locale=locale)
+    return f"{locale.datetime_formats['medium'].format(clock, day)} {here.tzname() or ''}".rstrip()
+
+
+def seconds_needed(moments) -> bool:
+    """Whether two of the moments fall in the same minute, so that a list of them needs seconds to read apart."""
+    minutes = [moment.replace(second=0, microsecond=0) for moment in moments if moment is not None]
+    return len(set(minutes)) < len(minutes)
 
 
 def utc_time(moment: datetime | None) -> str:
@@ -103,6 +127,11 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(mask_document, "mask_personal")
     app.add_template_filter(mask_text, "mask_text")
     app.add_template_filter(status_hint, "status_hint")
+    app.add_template_filter(status_label, "status_label")
+    app.add_template_filter(action_label, "action_label")
+    app.add_template_filter(audit_action_label, "audit_action_label")
+    app.add_template_filter(access_kind_label, "access_kind_label")
+    app.add_template_global(seconds_needed, "seconds_needed")
     app.add_template_filter(format_number, "number")  # 10 000 / 10,000: as the reader's language writes it
 
     @app.context_processor

@@ -72,7 +72,7 @@ def plain(text):
     return tuple(text) if isinstance(text, (list, tuple)) else text
 
 
-@pytest.mark.parametrize("language", ["nb", "sv"])
+@pytest.mark.parametrize("language", ["nb", "sv", "fi"])
 def test_every_message_in_the_code_is_translated(tmp_path, language):
     template = tmp_path / "messages.pot"
     subprocess.run(

@@ -240,8 +240,8 @@ def test_detail_shows_every_field(signed_in, sandbox):
         "https://lender.example/done",
         detail["data"]["organizationNumber"],
         "Nordmann",
-        "assign",
-        "cancel",
+        "Assign",
+        "Cancel",
         f"/api/tasks?flowId={flow_id}",
         "Raw JSON",
     ):

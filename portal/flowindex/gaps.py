@@ -15,13 +15,13 @@ from urllib.parse import urlsplit
 from flask_babel import gettext as _
 
 from ..flowapi.models import parse_timestamp
+from ..labels import status_label
 from ..presentation import local_time
 
 SILENT, VERSION, TIME, STATUS, LIFECYCLE = "silent", "version", "time", "status", "lifecycle"
 # An event's time and the service's updatedAt come from the same change but not the same instant.
 SKEW = timedelta(seconds=2)
 FIRST_STATUS, FIRST_LIFECYCLE = "Unopened", "active"  # what a flow is before any change
-SECONDS = "%Y-%m-%d %H:%M:%S"  # two times a few seconds apart must read apart
 
 
 @dataclass(frozen=True)
@@ -195,13 +195,13 @@ def describe_gap(gap: Gap | str | None) -> str:
         heard = parse_timestamp(gap.heard) if isinstance(gap.heard, str) else None
         return _(
             "The service changed the flow at %(changed)s; the last event received is from %(heard)s.",
-            changed=local_time(gap.changed_at, SECONDS),
-            heard=local_time(heard, SECONDS),
+            changed=local_time(gap.changed_at, seconds=True),
+            heard=local_time(heard, seconds=True),
         )
     if gap.heard:
         return _(
             "The service says %(service)s; the last event received said %(heard)s.",
-            service=gap.service,
-            heard=gap.heard,
+            service=status_label(str(gap.service)),
+            heard=status_label(str(gap.heard)),
         )
-    return _("The service says %(service)s; no event said so.", service=gap.service)
+    return _("The service says %(service)s; no event said so.", service=status_label(str(gap.service)))

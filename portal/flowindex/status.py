@@ -44,6 +44,14 @@ class FlowStatus:
     now: datetime  # when it was weighed: the reference for "2 minutes ago"
 
     @property
+    def awaiting_consent(self) -> bool:
+        """The individual has not answered yet and still can: consent open (or not known) on a flow not ended."""
+        return self.consent.value in (None, "Unopened", "Opened") and self.lifecycle.value not in (
+            "completed",
+            "cancelled",
+        )
+
+    @property
     def cancelled_before_consent(self) -> bool:
         """Cancelled while the individual had not answered: the consent status stays where it stopped."""
         return self.lifecycle.value == "cancelled" and self.consent.value in (None, "Unopened", "Opened")

@@ -8,7 +8,7 @@ from flask_login import current_user, logout_user
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from .. import metrics
-from ..accounts import find_account, find_sso_account
+from ..accounts import find_account, find_sso_account, remember_language
 from ..audit import record_audit
 from ..auth_setup import begin_session, end_session, staff_sso
 from ..extensions import db
@@ -112,10 +112,12 @@ def logout():
 
 @bp.post("/language")
 def set_language():
-    """Remember the chosen language for this browser session and go back to the page."""
+    """Remember the chosen language (in the account when signed in) and go back to the page."""
     language = request.form.get("language", "")
     if language in LANGUAGES:
         session["language"] = language
+        if current_user.is_authenticated:
+            remember_language(current_user, language)
     return redirect(safe_next(request.form.get("next")))
 
 

@@ -6,11 +6,12 @@ from dataclasses import replace
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
+from flask_wtf.csrf import CSRFError
 
 from ..access_log import EXPORT_ROW, FLOW_DETAIL, REVEAL, SEARCH, record_access, recorded_while_read, subject_key_of
 from ..audit import record_audit
 from ..csvexport import csv_response
-from ..errors import upstream_status
+from ..errors import csrf_error_page, upstream_status
 from ..flowapi import (
     Conflict,
     EndpointNotFound,
@@ -220,14 +221,15 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
     elif purpose := purpose_to_log(flow.flow_id):  # a reveal once, not at each reload of it
         record_access(person, REVEAL, flow.flow_id, purpose=purpose)
     events, record = events_for_flow(flow.flow_id, flow.reference_id), index_record(flow.flow_id)
+    status = status_of_detail(flow, record, events)
     return render_template(
         "flows/detail.html",
         flow=flow,
-        status=status_of_detail(flow, record, events),
+        status=status,
         compared=flag_gap(flow, record, events),
         refresh_form=ConfirmForm(formdata=None),
         revealed=revealed,
-        consent_url=_sandbox_consent_url(flow),
+        consent_url=_sandbox_consent_url(flow) if status.awaiting_consent else None,
         events=events,
         left_out=left_out_by_reference(flow.flow_id, flow.reference_id),
         reveal_form=reveal_form or RevealForm(settings().reveal_purposes, formdata=None),
@@ -290,6 +292,21 @@ def new():
     elif form.validate_on_submit():
         return _create(form)
     return render_template("flows/new.html", form=form)
+
+
+@bp.errorhandler(CSRFError)
+def expired_form(error: CSRFError):
+    """A create whose security token expired keeps what was typed, to be checked and sent again."""
+    if request.endpoint != "flows.new" or not (current_user.is_authenticated and current_user.can("operator")):
+        return csrf_error_page(error)
+    flash(
+        _(
+            "The form's security token expired, so nothing was sent. "
+            "What you typed is kept: check it and select Create flow again."
+        ),
+        "warning",
+    )
+    return render_template("flows/new.html", form=CreateFlowForm(settings().create_countries)), 400
 
 
 def _create_defaults() -> dict:

@@ -75,10 +75,11 @@ def test_flow_detail_fields(page, stack, shot, console_errors):
     reference = first.inner_text()
     first.click()
     expect(page.get_by_role("heading", level=1)).to_have_text(reference)
+    expect(page.get_by_test_id("national-id")).to_contain_text("•")
+    expect(page.locator("dt", has_text="Process instance")).to_be_hidden()  # technical fields come folded
+    page.get_by_text("Technical details").click()
     for label in ("Flow number", "Version", "Created", "Updated", "Process instance", "Redirect URL", "Tasks"):
         expect(page.locator("dt", has_text=label).first).to_be_visible()
-    expect(page.get_by_test_id("national-id")).to_contain_text("•")
-    page.get_by_text("Raw JSON from the Flow Service").click()
     expect(page.locator(".raw-json pre")).to_contain_text('"flowId"')
     shot("flow-detail")
     assert console_errors == []
@@ -109,7 +110,7 @@ def test_a_script_last_name_is_shown_as_text(page, stack):
     page.get_by_label("Last name").fill("<script>alert(1)</script>")
     page.get_by_role("button", name="Create flow").click()
     expect(page.locator("dd", has_text="<script>alert(1)</script>")).to_be_visible()
-    page.get_by_text("Raw JSON from the Flow Service").click()
+    page.get_by_text("Technical details").click()
     assert dialogs == []
 
 

@@ -1,0 +1,87 @@
+"""The words a person reads for the service's and the portal's codes: statuses, actions, audit actions.
+
+The codes themselves (Accepted, cancel, reveal_national_id) stay as they are in data, URLs, exports and
+tests; only what a page shows goes through here, in the reader's language. A code this table does not know
+is shown as it came (masked), so a new value from the service is never hidden.
+"""
+
+from flask_babel import lazy_gettext as _l
+
+from .masking import mask_text
+
+STATUS_LABELS = {
+    # Consent (the service's words, DESIGN §3)
+    "Unopened": _l("Unopened"),
+    "Opened": _l("Opened"),
+    "Accepted": _l("Accepted"),
+    "Rejected": _l("Rejected"),
+    # The flow's lifecycle
+    "active": _l("active"),
+    "completed": _l("completed"),
+    "cancelled": _l("cancelled"),
+}
+
+# The actions a retrieve response lists (spec §2.4: read, assign, cancel).
+ACTION_LABELS = {
+    "read": _l("Read"),
+    "assign": _l("Assign"),
+    "cancel": _l("Cancel"),
+}
+
+AUDIT_ACTION_LABELS = {
+    "sign_in": _l("Signed in"),
+    "sign_in_failed": _l("Sign-in failed"),
+    "sign_out": _l("Signed out"),
+    "create_flow": _l("Created a flow"),
+    "reveal_national_id": _l("Revealed a national id"),
+    "search_national_id": _l("Searched by national id"),
+    "export_flows": _l("Exported flows"),
+    "export_events": _l("Exported events"),
+    "export_audit": _l("Exported the audit log"),
+    "access_log_lookup": _l("Looked up who viewed a national id"),
+    "subject_export": _l("Exported a person's data"),
+    "subject_erase": _l("Erased a person's data"),
+    "notification_test": _l("Sent a test notice"),
+    "notification_retry": _l("Retried a notice"),
+    "account.create": _l("Created an account"),
+    "account.disable": _l("Disabled an account"),
+    "account.enable": _l("Enabled an account"),
+    "account.password": _l("Set a password"),
+    "account.role": _l("Changed a role"),
+    "account.sign_out_everywhere": _l("Signed an account out everywhere"),
+    "account.unlock": _l("Unlocked an account"),
+}
+
+# What a person-data access was (portal.access_log's kinds).
+ACCESS_KIND_LABELS = {
+    "flow_detail": _l("Opened the flow's page"),
+    "reveal": _l("Revealed the national id"),
+    "event_payload": _l("Opened an event's payload"),
+    "export_row": _l("Exported in a file"),
+    "search": _l("Searched by national id"),
+    "subject_lookup": _l("Looked up who viewed the data"),
+}
+
+
+def _label(table: dict, code) -> str:
+    if code is None or code == "":
+        return "—"
+    known = table.get(code)
+    return str(known) if known is not None else mask_text(str(code))
+
+
+def status_label(status: str | None) -> str:
+    """A consent status or lifecycle as the reader's language says it: Accepted → Godtatt."""
+    return _label(STATUS_LABELS, status)
+
+
+def action_label(action: str | None) -> str:
+    return _label(ACTION_LABELS, action)
+
+
+def audit_action_label(action: str | None) -> str:
+    return _label(AUDIT_ACTION_LABELS, action)
+
+
+def access_kind_label(kind: str | None) -> str:
+    return _label(ACCESS_KIND_LABELS, kind)

@@ -1,0 +1,142 @@
+"""What a staff member meets: a flow page that answers first, input that is never lost, a language that is kept."""
+
+import re
+
+from support import PASSWORD, sign_in
+
+from portal.extensions import db
+from portal.models import User
+
+TYPED = {"country": "no", "national_id": "15108695088", "last_name": "Nordmann-Åsen", "redirect_url": "https://a.example/"}
+CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
+
+
+def new_form_token(client) -> str:
+    return client.get("/flows/new").text.split('name="submission" type="hidden" value="')[1].split('"')[0]
+
+
+def keeps_what_was_typed(page: str) -> None:
+    assert 'value="15108695088"' in page and 'value="Nordmann-Åsen"' in page
+    assert '<option selected value="no">' in page
+    assert 'value="https://a.example/"' in page
+
+
+def test_a_create_with_the_service_down_keeps_the_form_and_says_what_to_do(make_app):
+    app = make_app(sandbox_url="http://127.0.0.1:9", WTF_CSRF_ENABLED=False, FLOW_RETRY_BUDGET="0")
+    with app.app_context():
+        db.session.add(user := User(username="kari", role="operator"))
+        user.set_password(PASSWORD)
+        db.session.commit()
+    client = app.test_client()
+    sign_in(client, "kari")
+    answer = client.post("/flows/new", data={**TYPED, "submission": new_form_token(client)})
+    assert answer.status_code in (502, 503)
+    keeps_what_was_typed(answer.text)
+    assert "The flow was not created" in answer.text and "You can send the form again." in answer.text
+    assert "<h1 class=\"h3 mb-3\">New flow</h1>" in answer.text, "the form, not an error page"
+
+
+def test_a_create_with_an_expired_security_token_keeps_the_form(make_app, make_user, sandbox):
+    app = make_app()
+    client = app.test_client()
+    username = make_user("operator")
+    before = CSRF.search(client.get("/login").text)[1]
+    assert client.post("/login", data={"username": username, "password": PASSWORD, "csrf_token": before}).status_code == 302
+    page = client.get("/flows/new").text
+    submission = page.split('name="submission" type="hidden" value="')[1].split('"')[0]
+    answer = client.post("/flows/new", data={**TYPED, "submission": submission, "csrf_token": before})
+    assert answer.status_code == 400
+    keeps_what_was_typed(answer.text)
+    assert "security token expired, so nothing was sent" in answer.text
+    fresh = CSRF.search(answer.text)[1]
+    assert fresh != before, "the kept form carries a token that works"
+    created = client.post("/flows/new", data={**TYPED, "submission": submission, "csrf_token": fresh})
+    assert created.status_code == 302 and "/flows/" in created.headers["Location"]
+
+
+def test_an_expired_token_elsewhere_offers_to_try_again_on_the_page_it_came_from(make_app, make_user, sandbox):
+    app = make_app()
+    client = app.test_client()
+    username = make_user("viewer")
+    token = CSRF.search(client.get("/login").text)[1]
+    client.post("/login", data={"username": username, "password": PASSWORD, "csrf_token": token})
+    flow_id = sandbox.create()["flowId"]
+    referer = f"http://localhost/flows/{flow_id}"
+    answer = client.post(f"/flows/{flow_id}/refresh", data={"csrf_token": "stale"}, headers={"Referer": referer})
+    assert answer.status_code == 400 and "Your session expired" in answer.text
+    assert f'href="/flows/{flow_id}">Try again</a>' in answer.text
+    elsewhere = client.post(
+        f"/flows/{flow_id}/refresh", data={"csrf_token": "stale"}, headers={"Referer": "https://evil.example/x"}
+    )
+    assert "Try again" not in elsewhere.text
+
+
+def test_the_chosen_language_is_kept_in_the_account(app, make_user):
+    username = make_user("viewer")
+    first = app.test_client()
+    sign_in(first, username)
+    first.post("/language", data={"language": "fi", "next": "/flows"})
+    with app.app_context():
+        assert db.session.query(User).filter_by(username=username).one().language == "fi"
+    other_browser = app.test_client()
+    sign_in(other_browser, username)
+    page = other_browser.get("/flows", headers={"Accept-Language": "sv"}).text
+    assert '<html lang="fi">' in page, "the account's choice wins over the browser's"
+    first.post("/language", data={"language": "nb"})
+    assert '<html lang="nb">' in other_browser.get("/flows").text, "a change holds in every browser at once"
+
+
+def test_a_choice_made_before_sign_in_is_used_until_the_account_has_one(app, make_user):
+    username = make_user("viewer")
+    client = app.test_client()
+    client.post("/language", data={"language": "sv", "next": "/login"})
+    sign_in(client, username)
+    assert '<html lang="sv">' in client.get("/flows").text
+
+
+def positions(page: str, *markers: str) -> list[int]:
+    found = [page.find(marker) for marker in markers]
+    assert -1 not in found, dict(zip(markers, found, strict=True))
+    return found
+
+
+def test_the_flow_page_answers_first_and_folds_the_technical_fields(signed_in, sandbox):
+    flow_id = sandbox.create(webhookUrl="https://lender.example/hooks")["flowId"]
+    client = signed_in("operator")
+    page = client.get(f"/flows/{flow_id}").text
+    order = positions(
+        page,
+        'data-testid="national-id"',  # who
+        'data-testid="detail-status"',  # the consent status
+        'id="timeline-heading"',  # what happened
+        'data-testid="actions"',  # what can be done
+        'data-testid="technical"',  # the service's fields, folded
+        "Process instance",
+    )
+    assert order == sorted(order)
+    assert re.search(r'<details class="technical[^"]*" data-testid="technical">', page), "folded by default"
+    assert ">Open the sandbox consent page</a>" in page, "consent is pending"
+    assert "Assign, Cancel" in page and "offers no endpoint for them" in page
+    assert not re.search(r"<(a|button)[^>]*>\s*(Assign|Cancel)\s*<", page), "the service's actions are not clickable"
+
+
+def test_the_sandbox_consent_link_goes_once_the_consent_is_given(app, signed_in, sandbox):
+    flow_id = sandbox.create()["flowId"]
+    sandbox.control(flow_id, "accept")
+    client = signed_in("viewer")
+    client.get("/flows")  # the list tells the consent status
+    assert app.extensions["flow_index"].flush(10), "the index writer did not finish"
+    page = client.get(f"/flows/{flow_id}").text
+    assert "Open the sandbox consent page" not in page
+    assert 'data-testid="consent-time"' in page and "Consent status Accepted since" in page
+
+
+def test_status_values_read_in_the_pages_language(signed_in, sandbox):
+    flow_id = sandbox.create()["flowId"]
+    sandbox.control(flow_id, "accept")
+    client = signed_in("viewer")
+    for language, accepted in {"nb": "Akseptert", "sv": "Accepterat", "fi": "Hyväksytty"}.items():
+        client.post("/language", data={"language": language})
+        listing = client.get("/flows").text
+        assert f'status-badge tone-success">{accepted}</span>' in listing, language
+        assert ">Accepted<" not in client.get(f"/flows/{flow_id}").text, language
