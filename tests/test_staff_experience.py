@@ -7,7 +7,12 @@ from support import PASSWORD, sign_in
 from portal.extensions import db
 from portal.models import User
 
-TYPED = {"country": "no", "national_id": "15108695088", "last_name": "Nordmann-Åsen", "redirect_url": "https://a.example/"}
+TYPED = {
+    "country": "no",
+    "national_id": "15108695088",
+    "last_name": "Nordmann-Åsen",
+    "redirect_url": "https://a.example/",
+}
 CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
 
 
@@ -33,7 +38,7 @@ def test_a_create_with_the_service_down_keeps_the_form_and_says_what_to_do(make_
     assert answer.status_code in (502, 503)
     keeps_what_was_typed(answer.text)
     assert "The flow was not created" in answer.text and "You can send the form again." in answer.text
-    assert "<h1 class=\"h3 mb-3\">New flow</h1>" in answer.text, "the form, not an error page"
+    assert '<h1 class="h3 mb-3">New flow</h1>' in answer.text, "the form, not an error page"
 
 
 def test_a_create_with_an_expired_security_token_keeps_the_form(make_app, make_user, sandbox):
@@ -41,7 +46,10 @@ def test_a_create_with_an_expired_security_token_keeps_the_form(make_app, make_u
     client = app.test_client()
     username = make_user("operator")
     before = CSRF.search(client.get("/login").text)[1]
-    assert client.post("/login", data={"username": username, "password": PASSWORD, "csrf_token": before}).status_code == 302
+    assert (
+        client.post("/login", data={"username": username, "password": PASSWORD, "csrf_token": before}).status_code
+        == 302
+    )
     page = client.get("/flows/new").text
     submission = page.split('name="submission" type="hidden" value="')[1].split('"')[0]
     answer = client.post("/flows/new", data={**TYPED, "submission": submission, "csrf_token": before})
