@@ -47,6 +47,8 @@ PAGES = {
     ),
 }
 
+RETRY_LATER = (429, 503)  # the same request can work a moment later: the page offers "Try again"
+
 # Upstream failure -> (HTTP status, title, what the person can do, offer a retry link)
 UPSTREAM_PAGES = (
     (
@@ -189,7 +191,7 @@ def upstream_error_page(error: FlowApiError):
 
 def _http_error(error: HTTPException):
     title, advice = PAGES.get(error.code, (error.name, error.description or ""))
-    return render_error(error.code or 500, title, advice)
+    return render_error(error.code or 500, title, advice, retry=error.code in RETRY_LATER)
 
 
 def csrf_error_page(error: CSRFError):
@@ -214,7 +216,7 @@ def _unexpected(error: Exception):
     log.exception("unhandled error on %r", request.path)
     db.session.rollback()  # a failed statement leaves the session unusable for the page that reports it
     title, advice = PAGES[500]
-    return render_error(500, title, advice)
+    return render_error(500, title, advice, retry=True)
 
 
 def database_unavailable_page(error: Exception):
@@ -227,7 +229,7 @@ def database_unavailable_page(error: Exception):
     if request.endpoint == "webhooks.receive":
         return jsonify({"error": "database unavailable, retry later"}), 503, retry_after
     title, advice = _l("The portal's database is unavailable"), _l("Wait a few seconds and try again.")
-    body, status = render_error(503, title, advice)
+    body, status = render_error(503, title, advice, retry=True)
     return body, status, retry_after
 
 

@@ -218,6 +218,8 @@ def assert_database_page(answer) -> None:
     assert "default-src 'self'" in answer.headers["Content-Security-Policy"]
     assert answer.headers["Retry-After"].isdigit()
     assert "database is unavailable" in answer.text, answer.text[answer.text.find("<main") :][:600]
+    if answer.request.method == "GET":
+        assert ">Try again</a>" in answer.text, "the same page can work a moment later"
     for internal in ("Traceback", "OperationalError", "psycopg", "sqlite3", "SELECT"):
         assert internal not in answer.text
     assert "Sign out" not in answer.text  # the page's header did not ask the database for the user
