@@ -41,6 +41,11 @@ def test_swedish_when_the_browser_asks(client):
     assert '<html lang="sv">' in page and ">Logga in</h1>" in page
 
 
+def test_finnish_when_the_browser_asks(client):
+    page = client.get("/login", headers={"Accept-Language": "fi-FI,fi;q=0.9,en;q=0.5"}).text
+    assert '<html lang="fi">' in page and ">Kirjaudu sisään</h1>" in page
+
+
 def test_validation_messages_are_translated(signed_in, sandbox):
     client = signed_in("operator")
     client.post("/language", data={"language": "nb"})
