@@ -6,6 +6,25 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const select of document.querySelectorAll("select.auto-submit")) {
     select.addEventListener("change", () => select.form.requestSubmit());
   }
+  // The main menu on phones: folded behind its button (CSS shows it whole, and hides the button, on wider screens).
+  const toggle = document.querySelector(".nav-toggle");
+  const menu = toggle && document.getElementById(toggle.getAttribute("aria-controls"));
+  if (menu) {
+    const setOpen = (open) => {
+      toggle.setAttribute("aria-expanded", String(open));
+      menu.classList.toggle("show", open);
+    };
+    menu.classList.add("collapse");
+    setOpen(false);
+    toggle.hidden = false;
+    toggle.addEventListener("click", () => setOpen(toggle.getAttribute("aria-expanded") !== "true"));
+    menu.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && toggle.getAttribute("aria-expanded") === "true" && toggle.offsetParent) {
+        setOpen(false);
+        toggle.focus();
+      }
+    });
+  }
   // A form with a data-once button is sent once: a double click does not send it twice.
   for (const button of document.querySelectorAll("button[data-once]")) {
     button.form.addEventListener("submit", (event) => {
