@@ -2,9 +2,29 @@
 document.documentElement.classList.add("js");
 
 document.addEventListener("DOMContentLoaded", () => {
-  // Page-size select: apply on change instead of needing the Show button.
+  // Page-size and language selects apply a choice made with the pointer at once. Arrow keys, Home, End and typing
+  // fire a change at every step, so a change from the keyboard shows the form's own button instead; Enter applies.
   for (const select of document.querySelectorAll("select.auto-submit")) {
-    select.addEventListener("change", () => select.form.requestSubmit());
+    let fromKeyboard = false;
+    select.addEventListener("pointerdown", () => {
+      fromKeyboard = false;
+    });
+    select.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") {
+        event.preventDefault();
+        select.form.requestSubmit();
+      } else {
+        fromKeyboard = true;
+      }
+    });
+    select.addEventListener("change", () => {
+      if (!fromKeyboard) {
+        select.form.requestSubmit();
+        return;
+      }
+      fromKeyboard = false;
+      for (const button of select.form.querySelectorAll(".js-hide")) button.classList.remove("js-hide");
+    });
   }
   // The main menu on phones: folded behind its button (CSS shows it whole, and hides the button, on wider screens).
   const toggle = document.querySelector(".nav-toggle");
