@@ -45,6 +45,54 @@ document.addEventListener("DOMContentLoaded", () => {
       }
     });
   }
+  // Copy buttons beside shortened flow ids: the whole id to the clipboard, else selected for Ctrl+C.
+  const copyButtons = document.querySelectorAll("button[data-copy]");
+  if (copyButtons.length) {
+    const live = document.createElement("div");
+    live.className = "visually-hidden";
+    live.setAttribute("role", "status");
+    live.setAttribute("aria-live", "polite");
+    live.dataset.testid = "copy-status";
+    document.body.append(live);
+    const selectText = (button) => {
+      const range = document.createRange();
+      range.selectNodeContents(button.closest(".flow-id").querySelector("code"));
+      const selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      try {
+        return document.execCommand("copy");
+      } catch {
+        return false;
+      }
+    };
+    for (const button of copyButtons) {
+      const label = button.querySelector(".copy-label");
+      const idle = label.textContent;
+      let restore;
+      button.hidden = false;
+      button.addEventListener("click", async () => {
+        let copied;
+        try {
+          await navigator.clipboard.writeText(button.dataset.copy);
+          copied = true;
+        } catch {
+          copied = selectText(button);
+        }
+        if (!copied) return;
+        // Emptied first, so a second copy is announced again.
+        live.textContent = "";
+        setTimeout(() => {
+          live.textContent = button.dataset.copied;
+        }, 50);
+        label.textContent = button.dataset.copied;
+        clearTimeout(restore);
+        restore = setTimeout(() => {
+          label.textContent = idle;
+        }, 2000);
+      });
+    }
+  }
   // A form with a data-once button is sent once: a double click does not send it twice.
   for (const button of document.querySelectorAll("button[data-once]")) {
     button.form.addEventListener("submit", (event) => {
