@@ -334,9 +334,12 @@ class RejectedFilterForm(FlaskForm):
     )
     diagnosis = SelectField(_l("Why"), default="")
 
-    def __init__(self, kinds: tuple[str, ...], diagnoses: dict | None = None, **kwargs):
+    def __init__(
+        self, kinds: tuple[str, ...], diagnoses: dict | None = None, kind_titles: dict | None = None, **kwargs
+    ):
         super().__init__(**kwargs)
-        self.kind.choices = [ANY, *((kind, kind) for kind in kinds)]
+        titles = kind_titles or {}
+        self.kind.choices = [ANY, *((kind, f"{titles[kind]} ({kind})" if kind in titles else kind) for kind in kinds)]
         self.diagnosis.choices = [ANY, *((code, f"{title} ({code})") for code, title in (diagnoses or {}).items())]
 
 

@@ -35,6 +35,7 @@ from ..paging import before_argument, newest_first
 from ..security import role_required
 from ..subjects import erase, export_document, find_subject
 from ..throttle import network_named
+from ..webhooks.diagnosis import KIND_TITLES
 from ..webhooks.diagnosis import TITLES as DIAGNOSIS_TITLES
 from ..webhooks.schemes import REJECTION_KINDS
 from ..webhooks.store import diagnosis_summary, rejected_samples, rejection_summary, rejection_tallies
@@ -215,7 +216,7 @@ def subjects():
 @bp.get("/rejected")
 def rejected():
     """Refused deliveries: every one counted by reason and address, the newest kept as samples."""
-    form = RejectedFilterForm(REJECTION_KINDS, DIAGNOSIS_TITLES, formdata=request.args)
+    form = RejectedFilterForm(REJECTION_KINDS, DIAGNOSIS_TITLES, KIND_TITLES, formdata=request.args)
     if not form.validate():
         return render_template("admin/rejected.html", form=form, summary=rejection_summary(), page=None), 400
     kind, source = form.kind.data or None, (form.source.data or "").strip() or None
@@ -230,6 +231,7 @@ def rejected():
         summary=rejection_summary(),
         diagnoses=diagnosis_summary(),
         diagnosis_titles=DIAGNOSIS_TITLES,
+        kind_titles=KIND_TITLES,
         tallies=rejection_tallies(kind, network, TALLY_ROWS),
         tally_rows=TALLY_ROWS,
         page=page,

@@ -44,6 +44,8 @@ TITLES = {
     "undiagnosed": _l("Not diagnosed"),
 }
 CODES = tuple(TITLES)
+# What a rejection kind (schemes.REJECTION_KINDS) is called on the page: the diagnoses' titles, and one more.
+KIND_TITLES = {**TITLES, "signature": _l("Signature does not match")}
 
 # Rejections made after the signature verified, or before it could be checked: the reason says it all.
 _PLAIN_WORDS = {
