@@ -21,6 +21,7 @@ from sqlalchemy.sql import Select
 from . import insight_rollups as rollups
 from .extensions import db
 from .models import FlowIncident, FlowRecord, UtcDateTime
+from .presentation import local_date
 
 DEFAULT_RANGE = "7d"
 PRESET_DAYS = {"today": 1, "7d": 7, "30d": 30}
@@ -96,8 +97,8 @@ def _custom(args, today: date, zone: str) -> tuple[DateRange, list[str]]:
     if first > last:
         message = _(
             "The From date (%(first)s) is after the To date (%(last)s): swap them. Showing the last 7 days.",
-            first=first.isoformat(),
-            last=last.isoformat(),
+            first=local_date(first),
+            last=local_date(last),
         )
         return preset(DEFAULT_RANGE, today, zone), [message]
     if (last - first).days + 1 > MAX_DAYS:
@@ -105,8 +106,8 @@ def _custom(args, today: date, zone: str) -> tuple[DateRange, list[str]]:
         message = _(
             "A custom range covers at most %(days)s days: showing %(first)s to %(last)s.",
             days=MAX_DAYS,
-            first=capped.isoformat(),
-            last=last.isoformat(),
+            first=local_date(capped),
+            last=local_date(last),
         )
         return DateRange("custom", capped, last, zone), [message]
     return DateRange("custom", first, last, zone), []

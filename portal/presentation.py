@@ -1,7 +1,7 @@
 """How values look to a person: masked national ids, local times, status badges."""
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from babel import Locale
@@ -75,6 +75,11 @@ def local_time(moment: datetime | None, seconds: bool = False) -> str:
     return f"{locale.datetime_formats['medium'].format(clock, day)} {here.tzname() or ''}".rstrip()
 
 
+def local_date(day: date) -> str:
+    """A calendar day as the reader's language writes it: "8 Mar 2026", "8. mars 2026", "8.3.2026"."""
+    return format_date(day, "medium", locale=_format_locale())
+
+
 def seconds_needed(moments) -> bool:
     """Whether two of the moments fall in the same minute, so that a list of them needs seconds to read apart."""
     minutes = [moment.replace(second=0, microsecond=0) for moment in moments if moment is not None]
@@ -132,6 +137,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(audit_action_label, "audit_action_label")
     app.add_template_filter(access_kind_label, "access_kind_label")
     app.add_template_global(seconds_needed, "seconds_needed")
+    app.add_template_filter(local_date, "localdate")
     app.add_template_filter(format_number, "number")  # 10 000 / 10,000: as the reader's language writes it
 
     @app.context_processor

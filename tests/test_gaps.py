@@ -150,7 +150,8 @@ def test_what_events_told_and_a_refresh_kept_are_read_together():
         (Gap(VERSION, 5, 3), "The service is at version 5; the last event received said version 3."),
         (
             Gap(TIME, heard=at(0).isoformat(), changed_at=at(22)),
-            "The service changed the flow at 24 Nov 2026, 15:02:00 CET; the last event received is from 24 Nov 2026, 14:40:00 CET.",
+            "The service changed the flow at 24 Nov 2026, 15:02:00 CET; "
+            "the last event received is from 24 Nov 2026, 14:40:00 CET.",
         ),
         (Gap(STATUS, "Accepted"), "The service says Accepted; no event said so."),
         (Gap(STATUS, "Accepted", "Opened"), "The service says Accepted; the last event received said Opened."),

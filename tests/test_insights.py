@@ -208,7 +208,7 @@ def test_today_starts_at_local_midnight(make_portal):
             app.extensions["portal.settings"].index_key,
         )
     page = viewer(app).get("/insights?range=today")
-    assert "Flows created on 2026-03-10" in page.text
+    assert "Flows created on 10 Mar 2026" in page.text
     assert cell(page, "status", "all") == "1" and cell(page, "day", "2026-03-10") == "1"
 
 
@@ -235,7 +235,7 @@ def test_an_empty_index(make_portal):
         ("range=x", "“x” is not a range the insights know"),
         ("range=custom&from=2026-02-30&to=2026-03-08", "From: “2026-02-30” is not a date; write it as YYYY-MM-DD."),
         ("range=custom&from=2026-03-02&to=8.3.2026", "To: “8.3.2026” is not a date"),
-        ("range=custom&from=2026-03-08&to=2026-03-02", "The From date (2026-03-08) is after the To date (2026-03-02)"),
+        ("range=custom&from=2026-03-08&to=2026-03-02", "The From date (8 Mar 2026) is after the To date (2 Mar 2026)"),
         ("range=custom&from=2026-03-02", "A custom range needs a To date (YYYY-MM-DD)."),
         ("range=custom&from=0001-01-01&to=2026-03-02", "From: 0001-01-01 is outside the dates the insights can show."),
         ("range=custom&from=2026-03-02&to=9999-12-31", "To: 9999-12-31 is outside the dates"),
@@ -247,14 +247,14 @@ def test_a_range_that_cannot_be_used_is_named_and_the_last_7_days_shown(make_por
     assert page.status_code == 200
     problems = [unescape(text) for text in re.findall(r'data-testid="range-problem">([^<]+)<', page.text)]
     assert any(message in problem for problem in problems), problems
-    assert "Flows created from 2026-03-04 to 2026-03-10" in page.text
+    assert "Flows created from 4 Mar 2026 to 10 Mar 2026" in page.text
     assert "<script>" not in page.text.split('data-testid="insights"')[1]
 
 
 def test_a_custom_range_longer_than_366_days_is_shortened(make_portal):
     page = viewer(make_portal()).get("/insights?range=custom&from=2020-01-01&to=2026-03-08")
-    assert "A custom range covers at most 366 days: showing 2025-03-08 to 2026-03-08." in unescape(page.text)
-    assert "Flows created from 2025-03-08 to 2026-03-08" in page.text
+    assert "A custom range covers at most 366 days: showing 8 Mar 2025 to 8 Mar 2026." in unescape(page.text)
+    assert "Flows created from 8 Mar 2025 to 8 Mar 2026" in page.text
     assert cell(page, "status", "all") == "9"  # all but the flow created on 9 March
 
 
