@@ -93,6 +93,10 @@ document.addEventListener("DOMContentLoaded", () => {
       });
     }
   }
+  // A form sent back with errors: the focus goes to its first invalid field, so a screen reader reads the field's
+  // label and, through aria-describedby, its error; a sighted keyboard user starts where the fix is.
+  const firstInvalid = document.querySelector("form [aria-invalid='true']");
+  if (firstInvalid) firstInvalid.focus();
   // A form with a data-once button is sent once: a double click does not send it twice.
   for (const button of document.querySelectorAll("button[data-once]")) {
     button.form.addEventListener("submit", (event) => {

@@ -93,6 +93,10 @@ def test_create_flow_with_bad_then_good_national_id(page, stack, shot):
     page.get_by_label("Last name").fill("Hansen")
     page.get_by_role("button", name="Create flow").click()
     expect(page.locator("[data-field-error=national_id]")).to_contain_text("check digit does not match")
+    field = page.get_by_label("National id")
+    expect(field).to_be_focused()  # where the fix is; a screen reader reads the error with the label
+    expect(field).to_have_accessible_description(re.compile("check digit does not match"))
+    expect(page.get_by_label("Last name")).to_have_value("Hansen")
     shot("flow-new-error")
     page.get_by_label("National id").fill("15108695088")
     page.get_by_role("button", name="Create flow").click()
