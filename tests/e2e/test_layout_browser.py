@@ -1,0 +1,345 @@
+"""Phones and desktops in Chromium: every page fits its screen with its key columns in view, the menu folds behind a
+button, flow ids copy whole, keyboard choices in the page-size and language selects do not reload the page."""
+
+import re
+import time
+import uuid
+
+import pytest
+import requests
+from browser_support import sign_in
+from playwright.sync_api import expect
+from support import deliver_signed
+
+from portal.audit import record_audit
+from portal.extensions import db
+from portal.models import Notification, NotificationAttempt
+
+THREE_DAYS = 3 * 24 * 3600
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
+
+# The set of tests/e2e/test_browser.py::test_every_page_is_accessible_in_both_languages, and an event's page.
+PAGES = {
+    "flows": "/flows",
+    "archived": "/flows?archived=true",
+    "search": "/flows?archived=all&status=Accepted",
+    "detail": "{flow}",
+    "new": "/flows/new",
+    "events": "/events",
+    "event-detail": "{event}",
+    "users": "/admin/users",
+    "audit": "/admin/audit",
+    "rejected": "/admin/rejected",
+    "gaps": "/admin/gaps",
+    "notifications": "/admin/notifications",
+    "insights": "/insights?range=30d",
+    "stuck": "/insights/stuck?hours=1",
+    "incidents": "/insights/incidents",
+    "not-found": "/flows/00000000-0000-4000-8000-000000000000",
+}
+
+# What must stay in view on a phone: a table (CSS selector) and the headings of its key columns; the heading and
+# the first row's cell of each must be visible and inside the screen, without scrolling the table.
+KEY_COLUMNS = {
+    "flows": [(".flows-table", ("Reference", "Status", "Created"))],
+    "archived": [(".flows-table", ("Reference", "Status", "Created"))],
+    "search": [(".flows-table", ("Reference", "Status", "Created"))],
+    "events": [(".events-table", ("Received", "Type", "Status"))],
+    "users": [(".users-table", ("Username", "Role", "Sessions"))],
+    "audit": [(".audit-table", ("When", "Who", "What"))],
+    "rejected": [
+        ("[data-testid=rejection-summary]", ("Reason", "Count", "Last")),
+        ("[data-testid=rejection-tallies]", ("Reason", "From", "Count", "Last")),
+        ("table:not([data-testid])", ("When", "Reason", "Why")),
+    ],
+    "gaps": [("[data-testid=unknown-flows]", ("Flow id", "Events", "Since"))],
+    "notifications": [("[data-testid=notices]", ("Queued", "Notice", "Status"))],
+    "insights": [("[data-testid=status-table]", ("Status", "Flows", "Share"))],
+    "stuck": [
+        ("[data-testid=stuck-flows] table", ("Reference", "Consent", "Without change")),
+        ("[data-testid=incident-flows] table", ("Reference", "Consent", "Open incidents", "Open for")),
+    ],
+    "incidents": [("[data-testid=incident-table]", ("Message", "Flow", "Consent", "Open for"))],
+}
+# Controls that must be whole on a phone: (name, CSS selector of the first such control).
+KEY_CONTROLS = {
+    "users": [("role selector", ".users-table select"), ("Save role", ".users-table [type=submit]")],
+    "notifications": [("Retry now", "[data-testid=notices] form button")],
+    "gaps": [("Copy", "[data-testid=unknown-flows] .copy-button")],
+}
+
+MEASURE = """([tables, controls]) => {
+  const inView = (element) => {
+    if (!element) return "missing";
+    const box = element.getBoundingClientRect();
+    if (!element.checkVisibility() || box.width === 0) return "hidden";
+    const inside = box.left >= 0 && box.right <= window.innerWidth;
+    return inside ? "" : `at ${Math.round(box.left)}..${Math.round(box.right)}`;
+  };
+  const problems = [];
+  for (const [selector, headings] of tables) {
+    const table = document.querySelector(selector);
+    if (!table) { problems.push(`${selector}: no table`); continue; }
+    const header = [...table.querySelectorAll("thead th")];
+    const row = table.querySelector("tbody tr");
+    for (const heading of headings) {
+      const th = header.find((cell) => cell.textContent.trim() === heading);
+      const found = inView(th) || (row ? inView(row.children[header.indexOf(th)]) : "no rows");
+      if (found) problems.push(`${selector} ${heading}: ${found}`);
+    }
+  }
+  for (const [name, selector] of controls) {
+    const found = inView(document.querySelector(selector));
+    if (found) problems.push(`${name}: ${found}`);
+  }
+  const overflow = document.documentElement.scrollWidth - window.innerWidth;
+  if (overflow > 0) problems.push(`the page scrolls sideways by ${overflow} px`);
+  for (const badge of document.querySelectorAll(".badge")) {
+    if (!badge.textContent.trim()) problems.push("a badge without words");
+  }
+  return problems;
+}"""
+
+
+def post_event(stack, flow_id, reference_id=None):
+    data = {"flowId": flow_id, "status": "Opened"} | ({"referenceId": reference_id} if reference_id else {})
+    payload = {"id": str(uuid.uuid4()), "type": "flow.status_changed", "timestamp": "2026-01-05T10:00:00Z"}
+    payload["data"] = data
+    assert deliver_signed(stack.portal_app, payload).status_code == 200
+
+
+def fill_every_list(stack, flow_id):
+    """Rows for every list: events (one for a flow the service does not know), a refused delivery, an audited reveal,
+    a failed notice, and the flow index with details (stuck flows and incidents)."""
+    post_event(stack, flow_id)
+    post_event(stack, str(uuid.uuid4()), "LA-99999")
+    requests.post(f"{stack.url}/webhooks/flow", timeout=5, data=b"{}", headers={"content-type": "application/json"})
+    app = stack.portal_app
+    with app.app_context():
+        record_audit("admin", "reveal_national_id", flow_id, purpose="Identity check")
+        notice = Notification(
+            channel="webhook", kind="stuck", dedupe_key="layout", flow_id=flow_id, subject="Flow LA-10040 is stuck",
+            payload="{}", status="failed", attempts=6,
+        )
+        db.session.add(notice)
+        db.session.flush()
+        db.session.add(NotificationAttempt(notification_id=notice.id, detail="HTTP 500 from the receiver"))
+        db.session.commit()
+    synced = app.test_cli_runner().invoke(args=["flows", "sync", "--all", "--details", "100"])
+    assert synced.exit_code == 0, synced.output
+
+
+def test_every_page_fits_a_phone_and_a_desktop(page, stack, shot, console_errors):
+    """No page scrolls sideways at 1280×800 or 390×844; on the phone each list keeps its key columns and controls
+    in view; every badge says its status in words. Each page is photographed at both sizes."""
+    stack.portal_app.extensions["portal.clock"] = lambda: time.time() + THREE_DAYS  # past the gap check's grace
+    sign_in(page, stack, "admin")
+    flow = page.locator("tr[data-flow-id] a").first.get_attribute("href")
+    fill_every_list(stack, flow.rsplit("/", 1)[1])
+    page.goto(f"{stack.url}/events")
+    event = page.locator(".events-table a[href^='/events/']").first.get_attribute("href")
+    problems = {}
+    for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        page.set_viewport_size(viewport)
+        for name, path in PAGES.items():
+            page.goto(stack.url + path.format(flow=flow, event=event))
+            shot(f"layout-{name}-{size}")
+            tables, controls = (KEY_COLUMNS.get(name, []), KEY_CONTROLS.get(name, [])) if size == "phone" else ([], [])
+            problems[f"{name} ({size})"] = page.evaluate(MEASURE, [tables, controls])
+    page.context.clear_cookies()
+    for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        page.set_viewport_size(viewport)
+        page.goto(f"{stack.url}/login")
+        shot(f"layout-login-{size}")
+        problems[f"login ({size})"] = page.evaluate(MEASURE, [[], []])
+    assert {name: found for name, found in problems.items() if found} == {}
+    assert [error for error in console_errors if "404 (NOT FOUND)" not in error] == []  # the not-found page is a 404
+
+
+def test_norwegian_labels_wrap_between_words(page, stack, shot):
+    """A long Norwegian label (Organisasjonsnummer) is never broken inside the word: its column makes room."""
+    sign_in(page, stack, "admin")
+    with page.expect_navigation():
+        page.get_by_label("Language").select_option("nb")
+    page.locator("tr[data-flow-id] a").first.click()
+    page.evaluate("document.querySelectorAll('details').forEach((details) => { details.open = true; })")
+    label = page.locator("dl.row > dt", has_text="Organisasjonsnummer")
+    for viewport in (DESKTOP, {"width": 600, "height": 900}, PHONE):
+        page.set_viewport_size(viewport)
+        expect(label).to_be_visible()
+        fits = label.evaluate(
+            """(dt) => {
+              const style = getComputedStyle(dt);
+              return {wrap: style.overflowWrap, wordBreak: style.wordBreak, overflows: dt.scrollWidth > dt.clientWidth};
+            }"""
+        )
+        assert fits == {"wrap": "normal", "wordBreak": "normal", "overflows": False}, viewport
+    shot("layout-detail-nb-phone")
+
+
+def focus_ring(locator) -> str:
+    """The focused control's outline, e.g. "solid 3px"."""
+    return " ".join(locator.evaluate("(it) => [getComputedStyle(it).outlineStyle, getComputedStyle(it).outlineWidth]"))
+
+
+def test_the_menu_folds_on_a_phone_and_opens_from_the_keyboard(page, stack, browser, shot):
+    page.set_viewport_size(PHONE)
+    sign_in(page, stack, "admin")
+    menu_button = page.get_by_role("button", name="Menu")
+    menu = page.locator("#main-menu")
+    expect(menu_button).to_have_attribute("aria-expanded", "false")
+    expect(menu_button).to_have_attribute("aria-controls", "main-menu")
+    expect(menu).to_be_hidden()
+    banner_height = page.locator("header").bounding_box()["height"]
+    assert banner_height < 80, "brand, environment and the menu button on one row"
+
+    page.keyboard.press("Tab")  # the skip link
+    page.keyboard.press("Tab")  # the brand
+    page.keyboard.press("Tab")
+    expect(menu_button).to_be_focused()
+    assert focus_ring(menu_button) == "solid 3px"
+    page.keyboard.press("Enter")
+    expect(menu_button).to_have_attribute("aria-expanded", "true")
+    for link in ("Flows", "Events", "Users", "Notifications"):
+        expect(menu.get_by_role("link", name=link, exact=True)).to_be_visible()
+    expect(menu.get_by_text("admin · admin")).to_be_visible()
+    expect(menu.get_by_role("button", name="Sign out")).to_be_visible()
+    shot("layout-menu-open-phone")
+    page.keyboard.press("Space")
+    expect(menu_button).to_have_attribute("aria-expanded", "false")
+    expect(menu).to_be_hidden()
+
+    page.keyboard.press("Space")
+    page.keyboard.press("Tab")
+    expect(menu.get_by_role("link", name="Flows", exact=True)).to_be_focused()
+    page.keyboard.press("Escape")  # closes the menu and goes back to its button
+    expect(menu_button).to_have_attribute("aria-expanded", "false")
+    expect(menu_button).to_be_focused()
+
+    page.get_by_role("button", name="Menu").click()
+    page.get_by_role("link", name="Events", exact=True).click()
+    expect(page).to_have_url(re.compile(r"/events$"))
+    expect(menu).to_be_hidden()
+
+    page.set_viewport_size(DESKTOP)
+    expect(menu_button).to_be_hidden()
+    expect(menu.get_by_role("link", name="Audit log")).to_be_visible()
+
+    # Without JavaScript the menu is open and there is no button that would do nothing.
+    plain = browser.new_context(java_script_enabled=False, viewport=PHONE)
+    try:
+        bare = plain.new_page()
+        sign_in(bare, stack, "viewer")
+        expect(bare.locator(".nav-toggle")).to_be_hidden()
+        expect(bare.locator("#main-menu").get_by_role("link", name="Events")).to_be_visible()
+        expect(bare.get_by_role("button", name="Sign out")).to_be_visible()
+        assert bare.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    finally:
+        plain.close()
+
+
+FOCUSED = """() => {
+  const element = document.activeElement;
+  window.reached = window.reached || new WeakSet();
+  const again = element === document.body || window.reached.has(element);
+  window.reached.add(element);
+  const style = getComputedStyle(element);
+  const name = `${element.tagName.toLowerCase()} ${(element.textContent || element.name || "").trim().slice(0, 40)}`;
+  return [name, style.outlineStyle !== "none" && parseFloat(style.outlineWidth) >= 2, again];
+}"""
+
+
+def test_every_control_shows_a_focus_ring(page, stack):
+    """Tabbing through a page from its top to its end, each control it reaches wears a visible outline."""
+    stack.portal_app.extensions["portal.clock"] = lambda: time.time() + THREE_DAYS
+    sign_in(page, stack, "admin")
+    fill_every_list(stack, page.locator("tr[data-flow-id]").first.get_attribute("data-flow-id"))
+    unringed = {}
+    for path in ("/flows", "/admin/users", "/admin/gaps", "/admin/notifications"):
+        page.goto(stack.url + path)
+        reached = []
+        for _ in range(200):
+            page.keyboard.press("Tab")
+            name, ringed, again = page.evaluate(FOCUSED)
+            if again:
+                break
+            reached.append(name)
+            if not ringed:
+                unringed.setdefault(path, []).append(name)
+        assert len(reached) > 15, (path, reached)
+    assert unringed == {}
+
+
+def test_copy_puts_the_whole_flow_id_on_the_clipboard(page, stack):
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=stack.url)
+    sign_in(page, stack, "viewer")
+    row = page.locator("tr[data-flow-id]").first
+    flow_id = row.get_attribute("data-flow-id")
+    shown = row.locator(".flow-id code")
+    assert shown.evaluate("(code) => code.firstChild.textContent") == flow_id[:8], "eight characters visible"
+    assert shown.evaluate("(code) => getComputedStyle(code, '::after').content") == '"…" / ""', "an ellipsis, not read"
+    assert shown.bounding_box()["width"] < 100, "not the whole id's width"
+    assert shown.text_content() == flow_id, "the whole id is the code's text: read out, found and copied whole"
+    expect(shown).to_have_attribute("title", flow_id)
+    copy = row.locator(".flow-id button")
+    expect(copy).to_have_accessible_name(f"Copy {flow_id[:8]}")
+    copy.focus()
+    page.keyboard.press("Enter")
+    assert focus_ring(copy) == "solid 3px"
+    expect(page.get_by_test_id("copy-status")).to_have_text("Copied")
+    expect(copy).to_have_accessible_name(f"Copied {flow_id[:8]}")
+    assert page.evaluate("navigator.clipboard.readText()") == flow_id
+    expect(page.get_by_test_id("copy-status")).to_have_attribute("aria-live", "polite")
+
+
+def test_keyboard_steps_through_per_page_without_reloading(page, stack):
+    """Arrow keys only move the choice and bring back the Show button; Enter, the button or a pointer choice apply."""
+    sign_in(page, stack, "viewer")
+    per_page = page.get_by_label("Per page")
+    show = page.get_by_role("button", name="Show", exact=True)
+    expect(show).to_be_hidden()
+    url = page.url
+    page.evaluate("window.notReloaded = true")
+    per_page.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    expect(show).to_be_visible()  # the change was handled: shown, not submitted
+    expect(per_page).to_have_value("50")
+    assert page.evaluate("window.notReloaded === true") and page.url == url
+    assert focus_ring(per_page) == "solid 3px"
+
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"limit=50"))
+    assert page.locator("tr[data-flow-id]").count() > 10
+
+    with page.expect_navigation():
+        page.get_by_label("Per page").select_option("25")
+    expect(page).to_have_url(re.compile(r"limit=25"))
+    assert page.locator("tr[data-flow-id]").count() == 25
+
+
+@pytest.mark.parametrize("key", ["ArrowDown", "End"])
+def test_keyboard_steps_through_languages_without_reloading(page, stack, key):
+    sign_in(page, stack, "viewer")
+    page.evaluate("window.notReloaded = true")
+    page.get_by_label("Language").focus()
+    page.keyboard.press(key)
+    change = page.get_by_role("button", name="Change")
+    expect(change).to_be_visible()
+    assert page.evaluate("window.notReloaded === true")
+    expect(page.locator("html")).to_have_attribute("lang", "en")
+    with page.expect_navigation():
+        change.click()
+    expect(page.locator("html")).not_to_have_attribute("lang", "en")
+
+
+def test_event_types_are_underlined_below_their_underscores(page, stack):
+    sign_in(page, stack, "viewer")
+    post_event(stack, page.locator("tr[data-flow-id]").first.get_attribute("data-flow-id"))
+    page.goto(f"{stack.url}/events")
+    link = page.locator(".events-table a", has_text="flow.status_changed").first
+    expect(link).to_have_text("flow.status_changed")
+    offsets = link.evaluate("(a) => [a, a.querySelector('code')].map((it) => getComputedStyle(it).textUnderlineOffset)")
+    assert "auto" not in offsets and all(float(value.removesuffix("px")) >= 3 for value in offsets)
