@@ -21,6 +21,13 @@ STATUS_LABELS = {
     "cancelled": _l("cancelled"),
 }
 
+# A staff member's role, as the page header names it (the forms add what each may do).
+ROLE_LABELS = {
+    "viewer": _l("viewer"),
+    "operator": _l("operator"),
+    "admin": _l("admin"),
+}
+
 # The actions a retrieve response lists (spec §2.4: read, assign, cancel).
 ACTION_LABELS = {
     "read": _l("Read"),
@@ -73,6 +80,10 @@ def _label(table: dict, code) -> str:
 def status_label(status: str | None) -> str:
     """A consent status or lifecycle as the reader's language says it: Accepted → Godtatt."""
     return _label(STATUS_LABELS, status)
+
+
+def role_label(role: str | None) -> str:
+    return _label(ROLE_LABELS, role)
 
 
 def action_label(action: str | None) -> str:

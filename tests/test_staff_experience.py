@@ -148,3 +148,17 @@ def test_status_values_read_in_the_pages_language(signed_in, sandbox):
         listing = client.get("/flows").text
         assert f'status-badge tone-success">{accepted}</span>' in listing, language
         assert ">Accepted<" not in client.get(f"/flows/{flow_id}").text, language
+
+
+def test_a_bad_filter_on_the_refused_deliveries_page_keeps_the_page(signed_in):
+    client = signed_in("admin")
+    client.post("/webhooks/flow", data=b"{}", headers={"content-type": "application/json"})
+    answer = client.get("/admin/rejected?kind=junk")
+    assert answer.status_code == 400 and "Not a valid choice" in answer.text
+    assert "Signature header missing" in answer.text, "the summary names each reason in words"
+
+
+def test_the_header_names_the_role_in_the_pages_language(signed_in):
+    client = signed_in("operator")
+    client.post("/language", data={"language": "fi"})
+    assert "operator-user · käsittelijä" in client.get("/flows").text

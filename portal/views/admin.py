@@ -218,7 +218,10 @@ def rejected():
     """Refused deliveries: every one counted by reason and address, the newest kept as samples."""
     form = RejectedFilterForm(REJECTION_KINDS, DIAGNOSIS_TITLES, KIND_TITLES, formdata=request.args)
     if not form.validate():
-        return render_template("admin/rejected.html", form=form, summary=rejection_summary(), page=None), 400
+        page = render_template(
+            "admin/rejected.html", form=form, summary=rejection_summary(), kind_titles=KIND_TITLES, page=None
+        )
+        return page, 400
     kind, source = form.kind.data or None, (form.source.data or "").strip() or None
     why = form.diagnosis.data or None
     network = network_named(source) if source else None

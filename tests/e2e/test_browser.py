@@ -186,7 +186,7 @@ def test_find_a_flow_by_last_name_in_one_step(page, stack, shot, console_errors)
 def test_reveal_and_audit(page, stack, shot):
     sign_in(page, stack)
     page.locator("tr[data-flow-id] a").first.click()
-    page.get_by_text("Reveal…").click()
+    page.get_by_text("Reveal the national id…").click()
     page.get_by_label("Purpose").select_option("Identity check")
     page.get_by_role("button", name="Reveal", exact=True).click()
     expect(page.get_by_test_id("national-id")).not_to_contain_text("•")
