@@ -1,0 +1,345 @@
+"""The performance table (issue 14): every figure beside the reference it is measured against, in one run.
+
+- A signed-in `/flows` page (10 rows) against the same API call made directly with `requests`, and against a
+  minimal Flask proxy (`proxy_app.py`) under the same gunicorn: median and p95 of sequential requests, with
+  the stand-in upstream answering at once and after 50 ms.
+- Pages per second under wrk (4 connections) against the minimal proxy.
+- Verified webhook events per second under wrk against a bare endpoint answering 204 (`bare_app.py`), on
+  SQLite and PostgreSQL, with wrk's p99; every delivery is signed and unique (`webhook_load.lua`).
+- Token requests the upstream saw and each worker's RSS.
+
+Everything runs on 127.0.0.1: the upstream is `fast_upstream.py` (asyncio, a recorded sandbox list), servers are
+gunicorn with the same settings (2 gthread workers × 4 threads). Three rounds; the table gives the median
+and the spread (lowest–highest) of each figure.
+
+Run: .venv/bin/python tests/benchmarks/bench_table.py [--rounds N]   (needs wrk; PostgreSQL as for the tests)
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack, contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+import requests
+from standardwebhooks import Webhook
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.bench_webhooks import SECRET, fresh_postgres, migrate  # noqa: E402
+from benchmarks.servers import BIN, ROOT, free_port  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+REFERENCE_CONFIG = str(HERE / "reference.gunicorn.conf.py")
+SEQUENTIAL = 300
+WRK_SECONDS = 8
+DELIVERIES = 60_000
+GUNICORN = ["--workers", "2", "--threads", "4", "--worker-class", "gthread", "--log-level", "warning"]
+
+
+@contextmanager
+def process(command: list[str], ready_url: str, env: dict | None = None):
+    """A server in its own process group, ready when `ready_url` answers; yields the Popen."""
+    started = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                requests.get(ready_url, timeout=1)
+                break
+            except requests.RequestException:
+                if time.monotonic() > deadline or started.poll() is not None:
+                    raise RuntimeError(f"{command} did not start") from None
+                time.sleep(0.1)
+        yield started
+    finally:
+        started.terminate()
+        started.wait(timeout=20)
+
+
+def gunicorn(app: str, env: dict, config: str = "gunicorn.conf.py"):
+    port = free_port()
+    command = [
+        str(BIN / "gunicorn"),
+        "-c",
+        config,
+        *GUNICORN,
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--no-control-socket",
+        app,
+    ]
+    return port, process(command, f"http://127.0.0.1:{port}/healthz", env)
+
+
+def recorded_list(folder: Path) -> Path:
+    """A real sandbox's answer to GET /api/flows?limit=10, for the stand-in to repeat."""
+    from portal.sandbox import create_app
+
+    sandbox = create_app({"SANDBOX_SEED": "12"})
+    client = sandbox.test_client()
+    token = client.post(
+        "/realms/sandbox/protocol/openid-connect/token",
+        data={
+            "grant_type": "client_credentials",
+            "client_id": "demo-client",
+            "client_secret": "demo-secret",
+            "scope": "loan-application:create:no",
+        },
+    ).json["access_token"]
+    answer = client.get("/api/flows?limit=10", headers={"Authorization": f"Bearer {token}"})
+    sandbox.extensions["flow_sandbox"].sender.close()
+    path = folder / "flows.json"
+    path.write_bytes(answer.data)
+    return path
+
+
+def portal_env(upstream: str, database_url: str) -> dict:
+    return {
+        "FLOW_API_URL": upstream,
+        "FLOW_OIDC_URL": upstream,
+        "FLOW_REALM": "sandbox",
+        "FLOW_CLIENT_ID": "bench",
+        "FLOW_CLIENT_SECRET": "bench",
+        "FLOW_SCOPES": "loan-application:create:no",
+        "FLOW_WEBHOOK_SECRETS": SECRET,
+        "FLOW_ENVIRONMENT": "test",
+        "PORTAL_SECRET_KEY": "benchmark-secret-key-0000",
+        "PORTAL_INDEX_KEY": "benchmark-index-key-0000",
+        "PORTAL_DATABASE_URL": database_url,
+    }
+
+
+def create_account(env: dict) -> None:
+    subprocess.run(
+        [str(BIN / "flask"), "--app", "portal", "users", "create", "bench", "--role", "viewer"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        input="bench-password-123\nbench-password-123\n",
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+
+
+def signed_in_cookie(url: str) -> str:
+    browser = requests.Session()
+    form = browser.get(f"{url}/login").text
+    token = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', form)[1]
+    answer = browser.post(
+        f"{url}/login",
+        data={"username": "bench", "password": "bench-password-123", "csrf_token": token},
+        allow_redirects=False,
+    )
+    assert answer.status_code == 302, answer.status_code
+    return "; ".join(f"{name}={value}" for name, value in browser.cookies.items())
+
+
+def timings(url: str, headers: dict, parse_json: bool = False) -> list[float]:
+    """Milliseconds of SEQUENTIAL requests over one kept-alive connection (after 30 to warm up)."""
+    session, spent = requests.Session(), []
+    for index in range(SEQUENTIAL + 30):
+        started = time.perf_counter()
+        answer = session.get(url, headers=headers)
+        if parse_json:
+            answer.json()
+        if answer.status_code != 200:
+            raise RuntimeError(f"{url}: {answer.status_code}")
+        if index >= 30:
+            spent.append((time.perf_counter() - started) * 1000)
+    return spent
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20)[-1]
+
+
+def wrk(url: str, connections: int, headers: dict | None = None, script: Path | None = None, env=None) -> dict:
+    command = ["wrk", "-t2", f"-c{connections}", f"-d{WRK_SECONDS}s", "--latency"]
+    for name, value in (headers or {}).items():
+        command += ["-H", f"{name}: {value}"]
+    if script:
+        command += ["-s", str(script)]
+    output = subprocess.run(
+        [*command, url], capture_output=True, text=True, check=True, env={**os.environ, **(env or {})}
+    ).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output)[1])
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", output)
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    scale = {"us": 0.001, "ms": 1, "s": 1000}
+    return {"rate": rate, "p99_ms": float(p99[1]) * scale[p99[2]], "errors": int(errors[1]) if errors else 0}
+
+
+def signed_deliveries(path: Path, count: int) -> Path:
+    """One signed, unique delivery a line (id, timestamp, signature, body) for webhook_load.lua."""
+    signer, now = Webhook(SECRET), datetime.now(timezone.utc)
+    with path.open("w") as out:
+        for _ in range(count):
+            event_id = str(uuid.uuid4())
+            body = json.dumps(
+                {
+                    "id": event_id,
+                    "type": "flow.status_changed",
+                    "timestamp": now.isoformat(),
+                    "data": {"flowId": str(uuid.uuid4()), "referenceId": "LA-1", "status": "Opened"},
+                }
+            )
+            out.write(f"{event_id}\t{int(now.timestamp())}\t{signer.sign(event_id, now, body)}\t{body}\n")
+    return path
+
+
+def rss_mb(master: subprocess.Popen) -> list[float]:
+    children = subprocess.run(["pgrep", "-P", str(master.pid)], capture_output=True, text=True).stdout.split()
+    sizes = []
+    for pid in children:
+        status = Path(f"/proc/{pid}/status").read_text()
+        sizes.append(int(re.search(r"VmRSS:\s+(\d+) kB", status)[1]) / 1024)
+    return sizes
+
+
+def page_round(upstream: str, portal: str, proxy: str, cookie: str) -> dict:
+    """One round of the page figures: sequential latency at 0 and 50 ms upstream, then wrk."""
+    figures = {}
+    direct_headers = {"Authorization": "Bearer bench-token"}
+    for latency in (0, 50):
+        requests.post(f"{upstream}/latency?ms={latency}")
+        direct = timings(f"{upstream}/api/flows?limit=10", direct_headers, parse_json=True)
+        minimal = timings(f"{proxy}/flows", {})
+        page = timings(f"{portal}/flows", {"Cookie": cookie})
+        for name, values in (("direct", direct), ("proxy", minimal), ("portal", page)):
+            figures[f"{name}_{latency}_median"] = statistics.median(values)
+            figures[f"{name}_{latency}_p95"] = p95(values)
+    requests.post(f"{upstream}/latency?ms=0")
+    figures["wrk_proxy"] = wrk(f"{proxy}/flows", 4)["rate"]
+    figures["wrk_portal"] = wrk(f"{portal}/flows", 4, {"Cookie": cookie})["rate"]
+    return figures
+
+
+def webhook_round(folder: Path, deliveries: Path, postgres: str | None) -> dict:
+    figures = {}
+    script = HERE / "webhook_load.lua"
+    port, bare = gunicorn("bare_app:app", {"PYTHONPATH": str(HERE)}, REFERENCE_CONFIG)
+    with bare:
+        result = wrk(f"http://127.0.0.1:{port}/webhooks/flow", 8, script=script, env={"DELIVERIES": str(deliveries)})
+        figures["bare_rate"], figures["bare_p99"] = result["rate"], result["p99_ms"]
+    stores = {"sqlite": f"sqlite:///{folder}/hooks-{uuid.uuid4().hex[:6]}.db", "postgres": postgres and postgres()}
+    for name, database in stores.items():
+        if not database:
+            continue
+        env = portal_env("http://127.0.0.1:9", database)
+        migrate(env)
+        port, portal = gunicorn("wsgi:app", env)
+        with portal:
+            result = wrk(
+                f"http://127.0.0.1:{port}/webhooks/flow", 8, script=script, env={"DELIVERIES": str(deliveries)}
+            )
+        if result["errors"]:
+            raise RuntimeError(f"{name}: {result['errors']} deliveries were not answered 2xx")
+        figures[f"{name}_rate"], figures[f"{name}_p99"] = result["rate"], result["p99_ms"]
+    return figures
+
+
+def spread(rounds: list[dict], key: str) -> tuple[float, float, float]:
+    values = [figures[key] for figures in rounds if key in figures]
+    return statistics.median(values), min(values), max(values)
+
+
+def table(pages: list[dict], hooks: list[dict], tokens: dict, rss: list[float]) -> str:
+    def cell(rounds, key, fmt="{:.2f}"):
+        median, low, high = spread(rounds, key)
+        return f"{fmt.format(median)} ({fmt.format(low)}–{fmt.format(high)})"
+
+    rows = ["| figure | reference (same run) | portal | result | goal |", "|---|---|---|---|---|"]
+    for latency in (0, 50) if pages else ():
+        for stat in ("median", "p95"):
+            direct, portal = f"direct_{latency}_{stat}", f"portal_{latency}_{stat}"
+            extra = [round(p[portal] - p[direct], 2) for p in pages]
+            ratio = [p[portal] / p[direct] for p in pages]
+            proxy_extra = statistics.median(p[f"proxy_{latency}_{stat}"] - p[direct] for p in pages)
+            rows.append(
+                f"| `/flows` (10 rows), upstream +{latency} ms, {stat} | direct `requests` call "
+                f"{cell(pages, direct)} ms; minimal Flask proxy +{proxy_extra:.2f} ms | {cell(pages, portal)} ms "
+                f"| **+{statistics.median(extra):.2f} ms** (+{min(extra):.2f}–{max(extra):.2f}), "
+                f"×{statistics.median(ratio):.2f} | {'≤ +3 ms median' if latency == 0 else '≤ ×1.05'} |"
+            )
+    if pages:
+        page_ratio = [p["wrk_portal"] / p["wrk_proxy"] for p in pages]
+        rows.append(
+            f"| pages/s, wrk, 4 connections | minimal proxy {cell(pages, 'wrk_proxy', '{:.0f}')} "
+            f"| {cell(pages, 'wrk_portal', '{:.0f}')} | **×{statistics.median(page_ratio):.2f}** "
+            f"({min(page_ratio):.2f}–{max(page_ratio):.2f}) | ≥ ×0.6 |"
+        )
+    for store in ("sqlite", "postgres"):
+        if not hooks or not all(f"{store}_rate" in h for h in hooks):
+            continue
+        ratio = [h[f"{store}_rate"] / h["bare_rate"] for h in hooks]
+        rows.append(
+            f"| verified webhook events/s, {store}, wrk 8 connections | bare 204 endpoint "
+            f"{cell(hooks, 'bare_rate', '{:.0f}')} | {cell(hooks, f'{store}_rate', '{:.0f}')}, p99 "
+            f"{cell(hooks, f'{store}_p99', '{:.1f}')} ms | **×{statistics.median(ratio):.2f}** "
+            f"({min(ratio):.2f}–{max(ratio):.2f}) | ≥ ×0.5, p99 ≤ 50 ms |"
+        )
+    if pages:
+        rows.append(
+            f"| token requests, whole run | one per worker (2) | {tokens.get('token')} | | keep |"
+            f"\n| RSS per portal worker after the run | — | {', '.join(f'{size:.0f}' for size in rss)} MB | | keep |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", choices=("pages", "webhooks"))
+    options = parser.parse_args()
+    if not shutil.which("wrk"):
+        sys.exit("wrk is needed: apt-get install wrk")
+    pages, hooks, tokens, rss = [], [], {}, []
+    with tempfile.TemporaryDirectory() as name, ExitStack() as servers:
+        folder = Path(name)
+        if options.only != "webhooks":
+            upstream_port = free_port()
+            upstream = f"http://127.0.0.1:{upstream_port}"
+            command = [sys.executable, str(HERE / "fast_upstream.py"), str(upstream_port), str(recorded_list(folder))]
+            servers.enter_context(process(command, f"{upstream}/stats"))
+            env = portal_env(upstream, f"sqlite:///{folder}/pages.db")
+            migrate(env)
+            create_account(env)
+            proxy_port, proxy = gunicorn(
+                "proxy_app:app", {"PYTHONPATH": str(HERE), "UPSTREAM_URL": upstream}, REFERENCE_CONFIG
+            )
+            servers.enter_context(proxy)
+            portal_port, portal = gunicorn("wsgi:app", env)
+            portal_master = servers.enter_context(portal)
+            portal_url = f"http://127.0.0.1:{portal_port}"
+            cookie = signed_in_cookie(portal_url)
+            for round_number in range(options.rounds):
+                pages.append(page_round(upstream, portal_url, f"http://127.0.0.1:{proxy_port}", cookie))
+                print(f"pages, round {round_number + 1}: {json.dumps(pages[-1])}", file=sys.stderr)
+            tokens = requests.get(f"{upstream}/stats").json()
+            rss = rss_mb(portal_master)
+        if options.only != "pages":
+            deliveries = signed_deliveries(folder / "deliveries.tsv", DELIVERIES)
+            for round_number in range(options.rounds):
+                hooks.append(webhook_round(folder, deliveries, fresh_postgres))
+                print(f"webhooks, round {round_number + 1}: {json.dumps(hooks[-1])}", file=sys.stderr)
+    print(table(pages, hooks, tokens, rss))
+
+
+if __name__ == "__main__":
+    main()
