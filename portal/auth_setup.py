@@ -68,10 +68,13 @@ def _now() -> int:
 
 def begin_session(user: User) -> None:
     """A fresh session for `user`: nothing from before sign-in carries over (CSRF token included)."""
-    language = user.language or session.get("language")  # the account's choice, else the one made before
+    chosen = session.get("language")  # a choice made on the sign-in page, just now: it wins and is kept
     session.clear()
-    if language:
-        session["language"] = language
+    if chosen and chosen != user.language:
+        user.language = chosen
+        db.session.commit()
+    if chosen or user.language:
+        session["language"] = chosen or user.language
     session.permanent = True  # the cookie outlives the browser window, up to the absolute lifetime
     login_user(user)
     now = _now()
@@ -82,7 +85,7 @@ def end_session(user: User) -> None:
     """End every session of `user` (this one included) and forget this browser's."""
     user.end_sessions()
     db.session.commit()
-    for key in SESSION_KEYS:
+    for key in (*SESSION_KEYS, "language"):  # the next person at this browser starts from their own language
         session.pop(key, None)
 
 

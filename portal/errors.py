@@ -168,6 +168,11 @@ def _upstream_page(error: FlowApiError) -> tuple:
     return next(entry for entry in UPSTREAM_PAGES if isinstance(error, entry[0]))  # FlowApiError is the last
 
 
+def upstream_title(error: FlowApiError) -> str:
+    """What went wrong with the Flow Service, in the reader's language ("The Flow Service is unavailable")."""
+    return str(_upstream_page(error)[2])
+
+
 def upstream_status(error: FlowApiError) -> int:
     """The HTTP status the portal answers with for this failure of the Flow Service."""
     return _upstream_page(error)[1]

@@ -21,7 +21,7 @@ from wtforms.validators import DataRequired, EqualTo, Length, Optional, Regexp, 
 
 from .accounts import MIN_PASSWORD
 from .flowindex.observations import CONSENT_STATUSES, LIFECYCLES
-from .labels import STATUS_LABELS, audit_action_label
+from .labels import STATUS_LABELS, audit_action_label, purpose_label
 from .listing import PAGE_SIZES
 from .models import ROLES
 from .nationalid import (
@@ -84,7 +84,8 @@ class RevealForm(FlaskForm):
 
     def __init__(self, purposes: tuple[str, ...], **kwargs):
         super().__init__(**kwargs)
-        self.purpose.choices = [("", _("Choose a purpose")), *((purpose, purpose) for purpose in purposes)]
+        named = ((purpose, purpose_label(purpose)) for purpose in purposes)
+        self.purpose.choices = [("", _("Choose a purpose")), *named]
         self.purpose.choices.append((OTHER_PURPOSE, _("Other")))
 
     def validate(self, extra_validators=None) -> bool:

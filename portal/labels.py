@@ -70,6 +70,16 @@ ACCESS_KIND_LABELS = {
 }
 
 
+# The built-in reasons to reveal a national id (PORTAL_REVEAL_PURPOSES' default): the audit log keeps the
+# English value, the form shows it in the reader's language. Purposes an administrator configures show as written.
+PURPOSE_LABELS = {
+    "Customer contact": _l("Customer contact"),
+    "Identity check": _l("Identity check"),
+    "Complaint handling": _l("Complaint handling"),
+    "Fraud investigation": _l("Fraud investigation"),
+}
+
+
 def _label(table: dict, code) -> str:
     if code is None or code == "":
         return "—"
@@ -84,6 +94,10 @@ def status_label(status: str | None) -> str:
 
 def role_label(role: str | None) -> str:
     return _label(ROLE_LABELS, role)
+
+
+def purpose_label(purpose: str | None) -> str:
+    return _label(PURPOSE_LABELS, purpose)
 
 
 def action_label(action: str | None) -> str:

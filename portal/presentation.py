@@ -11,7 +11,7 @@ from flask_babel import format_number, get_locale
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 
-from .labels import access_kind_label, action_label, audit_action_label, role_label, status_label
+from .labels import access_kind_label, action_label, audit_action_label, purpose_label, role_label, status_label
 from .masking import mask_document, mask_national_id, mask_text
 
 STATUS_TONES = {
@@ -137,6 +137,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(audit_action_label, "audit_action_label")
     app.add_template_filter(access_kind_label, "access_kind_label")
     app.add_template_filter(role_label, "role_label")
+    app.add_template_filter(purpose_label, "purpose_label")
     app.add_template_global(seconds_needed, "seconds_needed")
     app.add_template_filter(local_date, "localdate")
     app.add_template_filter(format_number, "number")  # 10 000 / 10,000: as the reader's language writes it

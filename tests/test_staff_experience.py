@@ -5,7 +5,9 @@ import re
 from support import PASSWORD, sign_in
 
 from portal.extensions import db
+from portal.flowapi.models import parse_timestamp
 from portal.models import User
+from portal.presentation import local_time
 
 TYPED = {
     "country": "no",
@@ -94,12 +96,27 @@ def test_the_chosen_language_is_kept_in_the_account(app, make_user):
     assert '<html lang="nb">' in other_browser.get("/flows").text, "a change holds in every browser at once"
 
 
-def test_a_choice_made_before_sign_in_is_used_until_the_account_has_one(app, make_user):
+def test_a_choice_made_on_the_sign_in_page_wins_and_is_kept(app, make_user):
     username = make_user("viewer")
+    with app.app_context():
+        db.session.query(User).filter_by(username=username).one().language = "fi"
+        db.session.commit()
     client = app.test_client()
     client.post("/language", data={"language": "sv", "next": "/login"})
     sign_in(client, username)
-    assert '<html lang="sv">' in client.get("/flows").text
+    assert '<html lang="sv">' in client.get("/flows").text, "chosen just now, on the sign-in page"
+    with app.app_context():
+        assert db.session.query(User).filter_by(username=username).one().language == "sv"
+    client.post("/logout")
+    page = client.get("/login", headers={"Accept-Language": "nb"}).text
+    assert '<html lang="nb">' in page, "after sign-out the next person at this browser starts from their own"
+
+
+def test_a_language_form_open_too_long_asks_again_on_its_page(make_app):
+    client = make_app().test_client()
+    answer = client.post("/language", data={"language": "fi", "next": "/login", "csrf_token": "stale"})
+    assert answer.status_code == 302 and answer.headers["Location"] == "/login"
+    assert "choose the language again" in client.get("/login").text
 
 
 def positions(page: str, *markers: str) -> list[int]:
@@ -162,3 +179,47 @@ def test_the_header_names_the_role_in_the_pages_language(signed_in):
     client = signed_in("operator")
     client.post("/language", data={"language": "fi"})
     assert "operator-user · käsittelijä" in client.get("/flows").text
+
+
+def test_the_consent_time_is_when_the_status_began_not_when_it_was_read(app, signed_in, sandbox):
+    flow_id = sandbox.create()["flowId"]
+    created_at = sandbox.api("GET", f"/api/applications/{flow_id}").json()["flow"]["createdAt"]
+    client = signed_in("viewer")
+    client.get("/flows")
+    assert app.extensions["flow_index"].flush(10)
+    page = client.get(f"/flows/{flow_id}").text
+    with app.test_request_context():
+        began = local_time(parse_timestamp(created_at), seconds=True)
+    assert f"Consent status Unopened since {began}" in page
+
+
+def test_a_completed_flow_last_seen_unopened_says_the_answer_is_not_seen_yet(app, signed_in, sandbox):
+    flow_id = sandbox.create()["flowId"]
+    client = signed_in("viewer")
+    client.get("/flows")  # the list says Unopened
+    assert app.extensions["flow_index"].flush(10)
+    sandbox.control(flow_id, "accept")  # no webhook tells the portal
+    page = client.get(f"/flows/{flow_id}").text
+    assert "the individual has answered, but the portal has not yet seen" in page
+    assert 'data-testid="consent-time"' not in page and "Open the sandbox consent page" not in page
+
+
+def test_a_failed_create_says_why_in_the_pages_language(make_app):
+    app = make_app(sandbox_url="http://127.0.0.1:9", WTF_CSRF_ENABLED=False, FLOW_RETRY_BUDGET="0")
+    with app.app_context():
+        db.session.add(user := User(username="kari", role="operator", language="nb"))
+        user.set_password(PASSWORD)
+        db.session.commit()
+    client = app.test_client()
+    sign_in(client, "kari")
+    answer = client.post("/flows/new", data={**TYPED, "submission": new_form_token(client)})
+    assert "Flyten ble ikke opprettet" in answer.text
+    assert "The Flow Service" not in answer.text and "The identity provider" not in answer.text
+
+
+def test_the_built_in_reveal_purposes_read_in_the_pages_language(signed_in, sandbox):
+    flow_id = sandbox.create()["flowId"]
+    client = signed_in("operator")
+    client.post("/language", data={"language": "fi"})
+    page = client.get(f"/flows/{flow_id}").text
+    assert '<option value="Customer contact">Asiakasyhteydenotto</option>' in page, "the log keeps the English value"

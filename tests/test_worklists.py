@@ -333,7 +333,7 @@ def test_the_incident_queue_groups_open_incidents_with_message_flow_age_and_acti
     assert "customer=151086•••••" in groups[0] and "1 day" in groups[0]
     for flow_id in troubled:
         assert f'href="/flows/{flow_id}"' in groups[0]
-    assert re.search(r'<span class="action-label">assign</span>', groups[0]), "named as text, not drawn as a button"
+    assert re.search(r'<span class="action-label" data-action="assign">Assign</span>', groups[0]), "named, not a button"
     with portal.app_context():
         first = flows_with_open_incidents(limit=2)
         second = flows_with_open_incidents(first.next_cursor, limit=2)

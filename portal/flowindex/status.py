@@ -52,9 +52,26 @@ class FlowStatus:
         )
 
     @property
+    def answered_but_not_seen(self) -> bool:
+        """Completed while the portal last saw the consent open: the individual answered; how is not seen yet."""
+        return self.lifecycle.value == "completed" and self.consent.value in (None, "Unopened", "Opened")
+
+    @property
     def cancelled_before_consent(self) -> bool:
         """Cancelled while the individual had not answered: the consent status stays where it stopped."""
         return self.lifecycle.value == "cancelled" and self.consent.value in (None, "Unopened", "Opened")
+
+
+def consent_since(status: FlowStatus, record: FlowRecord | None, created_at: datetime | None) -> datetime | None:
+    """When the consent status became what it is, as far as the portal knows: the decision's or the opening's
+    earliest known time from the index, the flow's creation for Unopened; None when not known."""
+    if status.consent.value in ("Accepted", "Rejected"):
+        return record.decided_at if record else None
+    if status.consent.value == "Opened":
+        return record.opened_at if record else None
+    if status.consent.value == "Unopened":
+        return created_at
+    return None
 
 
 def freshest(*readings: Reading) -> Reading:

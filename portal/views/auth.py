@@ -5,12 +5,14 @@ from urllib.parse import urlsplit
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
 from flask_login import current_user, logout_user
+from flask_wtf.csrf import CSRFError
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from .. import metrics
 from ..accounts import find_account, find_sso_account, remember_language
 from ..audit import record_audit
 from ..auth_setup import begin_session, end_session, staff_sso
+from ..errors import csrf_error_page
 from ..extensions import db
 from ..forms import ConfirmForm, LoginForm
 from ..i18n import LANGUAGES
@@ -108,6 +110,15 @@ def logout():
         logout_user()
         flash(_("You are signed out, in every browser."), "info")
     return redirect(url_for("auth.login"))
+
+
+@bp.errorhandler(CSRFError)
+def expired_language_form(error: CSRFError):
+    """The language form of a page open too long: back to that page, asking for the choice again."""
+    if request.endpoint != "auth.set_language":
+        return csrf_error_page(error)
+    flash(_("The page was open too long to change its language: choose the language again."), "warning")
+    return redirect(safe_next(request.form.get("next")))
 
 
 @bp.post("/language")

@@ -11,7 +11,7 @@ from flask_wtf.csrf import CSRFError
 from ..access_log import EXPORT_ROW, FLOW_DETAIL, REVEAL, SEARCH, record_access, recorded_while_read, subject_key_of
 from ..audit import record_audit
 from ..csvexport import csv_response
-from ..errors import csrf_error_page, upstream_status
+from ..errors import csrf_error_page, upstream_status, upstream_title
 from ..flowapi import (
     Conflict,
     EndpointNotFound,
@@ -35,7 +35,7 @@ from ..flowindex.search import (
     search_page,
     status_counts,
 )
-from ..flowindex.status import status_of_detail, status_of_record, statuses_of_page
+from ..flowindex.status import consent_since, status_of_detail, status_of_record, statuses_of_page
 from ..flowindex.store import index_record
 from ..flowsearch import SearchQuery, read_search, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, RevealForm
@@ -226,6 +226,7 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         "flows/detail.html",
         flow=flow,
         status=status,
+        consent_since=consent_since(status, record, flow.created_at),
         compared=flag_gap(flow, record, events),
         refresh_form=ConfirmForm(formdata=None),
         revealed=revealed,
@@ -385,7 +386,7 @@ def _not_confirmed(form: CreateFlowForm, error: FlowApiError):
         flash(
             _(
                 "The flow was not created: %(problem)s You can send the form again.%(support)s",
-                problem=error.reason or error.summary,
+                problem=error.reason or f"{upstream_title(error)}.",
                 support=_(" (for support: %(code)s)", code=error.support_code) if error.support_code else "",
             ),
             "danger",
@@ -430,5 +431,5 @@ def _attach_upstream_errors(form: CreateFlowForm, error: ValidationFailed | Conf
         else:
             unplaced.append(detail.message)
     if unplaced or not error.details:
-        reasons = "; ".join(unplaced) or error.reason or error.summary
+        reasons = "; ".join(unplaced) or error.reason or upstream_title(error)
         flash(_("The Flow Service did not accept the flow: %(reasons)s", reasons=reasons), "danger")

@@ -9,6 +9,7 @@ from babel.numbers import format_decimal, format_percent
 from flask import Blueprint, current_app, g, render_template, request
 from flask_babel import get_locale
 
+from ..flowindex.observations import CONSENT_STATUSES
 from ..insight_rollups import PRECISION
 from ..insights import EXACT_PERCENTILE_DAYS, RANGES, insight, local_today, parse_range
 from ..presentation import local_date
@@ -30,7 +31,9 @@ def index():
     return render_template(
         "insights/index.html",
         insight=figures,
-        day_names={day.day: local_date(day.day) for day in figures.days},  # once: three charts and a table use them
+        day_names={day.day: local_date(day.day) for day in figures.days},
+        consent_statuses=CONSENT_STATUSES,
+        whole=1,  # once: three charts and a table use them
         problems=problems,
         now=now,
         ranges=RANGES,
