@@ -168,9 +168,10 @@ def _upstream_page(error: FlowApiError) -> tuple:
     return next(entry for entry in UPSTREAM_PAGES if isinstance(error, entry[0]))  # FlowApiError is the last
 
 
-def upstream_title(error: FlowApiError) -> str:
-    """What went wrong with the Flow Service, in the reader's language ("The Flow Service is unavailable")."""
-    return str(_upstream_page(error)[2])
+def upstream_explained(error: FlowApiError) -> str:
+    """What went wrong with the Flow Service and what to do, in the reader's language."""
+    _kind, _status, title, advice, _retry = _upstream_page(error)
+    return f"{title}. {advice}"
 
 
 def upstream_status(error: FlowApiError) -> int:

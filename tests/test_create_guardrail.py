@@ -109,7 +109,7 @@ def test_a_real_looking_id_in_the_test_environment_is_warned_about(signed_in, sa
 def test_the_birth_date_read_is_shown_after_a_submit(signed_in, sandbox):
     answer = create_form(signed_in("operator"), national_id="16822548834", last_name="")
     assert answer.status_code == 200 and sandbox.stats()["flows_created"] == 0
-    assert "Born 1925-02-16 according to the number" in answer.text
+    assert "Born 16 Feb 1925 according to the number" in answer.text
 
 
 @pytest.fixture
@@ -144,4 +144,4 @@ def test_production_offers_no_synthetic_ids_and_does_not_warn_about_real_ones(pr
     assert 'data-testid="synthetic-ids"' not in page and "data-synthetic-id" not in page
     answer = production_operator.post("/flows/new", data=form_data(production_operator, last_name=""))
     assert answer.status_code == 200 and REAL_LOOKING_WARNING not in answer.text
-    assert SYNTHETIC_MESSAGE not in answer.text and "Born 1986-10-15 according to the number" in answer.text
+    assert SYNTHETIC_MESSAGE not in answer.text and "Born 15 Oct 1986 according to the number" in answer.text

@@ -11,7 +11,7 @@ from flask_wtf.csrf import CSRFError
 from ..access_log import EXPORT_ROW, FLOW_DETAIL, REVEAL, SEARCH, record_access, recorded_while_read, subject_key_of
 from ..audit import record_audit
 from ..csvexport import csv_response
-from ..errors import csrf_error_page, upstream_status, upstream_title
+from ..errors import csrf_error_page, upstream_explained, upstream_status
 from ..flowapi import (
     Conflict,
     EndpointNotFound,
@@ -386,7 +386,7 @@ def _not_confirmed(form: CreateFlowForm, error: FlowApiError):
         flash(
             _(
                 "The flow was not created: %(problem)s You can send the form again.%(support)s",
-                problem=error.reason or f"{upstream_title(error)}.",
+                problem=error.reason or upstream_explained(error),
                 support=_(" (for support: %(code)s)", code=error.support_code) if error.support_code else "",
             ),
             "danger",
@@ -431,5 +431,5 @@ def _attach_upstream_errors(form: CreateFlowForm, error: ValidationFailed | Conf
         else:
             unplaced.append(detail.message)
     if unplaced or not error.details:
-        reasons = "; ".join(unplaced) or error.reason or upstream_title(error)
+        reasons = "; ".join(unplaced) or error.reason or upstream_explained(error)
         flash(_("The Flow Service did not accept the flow: %(reasons)s", reasons=reasons), "danger")

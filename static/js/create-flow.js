@@ -1,5 +1,12 @@
 // The create form, as the person types: preselect the country the number's shape says and show the birth
 // date it reads; in a test environment, fill in a synthetic identity at a click. The server checks it all.
+
+// The birth date as the page's language writes it, as the server does (English pages: day month year).
+const BORN_FORMAT = new Intl.DateTimeFormat(
+  document.documentElement.lang === "en" ? "en-GB" : document.documentElement.lang,
+  { dateStyle: "medium", timeZone: "UTC" },
+);
+
 document.addEventListener("DOMContentLoaded", () => {
   const input = document.getElementById("national_id");
   const country = document.getElementById("country");
@@ -42,7 +49,7 @@ document.addEventListener("DOMContentLoaded", () => {
       }
       const born = year && new Date(Date.UTC(year, month - 1, day));
       const valid = born && born.getUTCMonth() === month - 1 && born.getUTCDate() === day;
-      return { code, born: valid ? born.toISOString().slice(0, 10) : null };
+      return { code, born: valid ? BORN_FORMAT.format(born) : null };
     }
     return null;
   }
