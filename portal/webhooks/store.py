@@ -7,18 +7,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from flask import current_app
 from sqlalchemy import Select, and_, delete, func, literal, or_, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 
 from ..extensions import db
 from ..flowapi.models import parse_timestamp
 from ..masking import mask_document, mask_text
-from ..models import FlowRecord, PrunedEvent, RejectedDelivery, RejectionTally, UtcDateTime, WebhookEvent
+from ..models import FlowRecord, PrunedEvent, RejectedDelivery, RejectionTally, UtcDateTime, WebhookEvent, utc_now
 from ..paging import KeysetPage, newest_first
 from .diagnosis import Diagnosis
+from .group_commit import GroupCommitter
 from .schemes import Verified
 from .shape import EventFields
 
@@ -76,34 +77,35 @@ def storable_moment(raw: str | None) -> datetime | None:
 def record_event(
     verified: Verified, event_id: str, fields: EventFields, body: bytes, headers: dict, source_ip: str | None
 ) -> bool:
-    """Commit the event; False when an event with this id was stored before (a redelivery)."""
+    """Commit the event (with the others arriving now: group_commit); False when it was stored before."""
     occurred_at = storable_moment(fields.timestamp)
     reference_id = clean_text(fields.reference_id, 100)
-    db.session.add(
-        WebhookEvent(
-            event_id=event_id,
-            event_type=clean_text(fields.event_type, 100),
-            flow_id=clean_text(fields.flow_id, 100),
-            reference_id=reference_id,
-            reference_key=reference_id.lower() if reference_id else None,
-            status=clean_text(fields.status, 40),
-            occurred_at=occurred_at,
-            occurred_at_raw=clean_text(fields.timestamp, 64) if occurred_at is None else None,
-            # Valid UTF-8 JSON, so it holds no surrogate and no raw NUL (JSON escapes them as ASCII).
-            body=body.decode("utf-8"),
-            body_sha256=body_hash(body) if verified.scheme == "hmac-sha256" else None,
-            headers=json.dumps(headers),  # ASCII: json escapes whatever a header carried
-            scheme=verified.scheme,
-            secret_index=verified.secret_index,
-            source_ip=(source_ip or "")[:64] or None,
-        )
-    )
-    try:
-        db.session.commit()
-        return True
-    except IntegrityError:
-        db.session.rollback()
-        return False
+    row = {
+        "event_id": event_id,
+        "event_type": clean_text(fields.event_type, 100),
+        "flow_id": clean_text(fields.flow_id, 100),
+        "reference_id": reference_id,
+        "reference_key": reference_id.lower() if reference_id else None,
+        "status": clean_text(fields.status, 40),
+        "occurred_at": occurred_at,
+        "occurred_at_raw": clean_text(fields.timestamp, 64) if occurred_at is None else None,
+        # Valid UTF-8 JSON, so it holds no surrogate and no raw NUL (JSON escapes them as ASCII).
+        "body": body.decode("utf-8"),
+        "body_sha256": body_hash(body) if verified.scheme == "hmac-sha256" else None,
+        "headers": json.dumps(headers),  # ASCII: json escapes whatever a header carried
+        "scheme": verified.scheme,
+        "secret_index": verified.secret_index,
+        "source_ip": (source_ip or "")[:64] or None,
+        "received_at": utc_now(),
+    }
+    return _committer().store(row)
+
+
+def _committer() -> GroupCommitter:
+    committer = current_app.extensions.get("webhook_committer")
+    if committer is None:
+        committer = current_app.extensions.setdefault("webhook_committer", GroupCommitter(db.engine))
+    return committer
 
 
 def event_document(event: WebhookEvent):

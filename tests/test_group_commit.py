@@ -1,0 +1,196 @@
+"""Group commit: deliveries that arrive together share one transaction, and none is answered before its commit."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psycopg
+import requests
+from sqlalchemy import func, select
+from sqlalchemy.engine import make_url
+from standardwebhooks import Webhook
+from support import DEMO_WEBHOOK_SECRET, portal_config
+
+from portal.extensions import db
+from portal.models import WebhookEvent
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def delivery(event_id: str) -> tuple[bytes, dict]:
+    now = datetime.now(timezone.utc)
+    body = json.dumps({"id": event_id, "type": "flow.status_changed", "timestamp": now.isoformat(), "data": {}})
+    headers = {
+        "webhook-id": event_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(DEMO_WEBHOOK_SECRET).sign(event_id, now, body),
+        "content-type": "application/json",
+    }
+    return body.encode(), headers
+
+
+def deliver_all(url: str, event_ids: list[str]) -> list:
+    """Post each delivery from its own thread, all at once; the answers (or the error) in order."""
+    answers: list = [None] * len(event_ids)
+    start = threading.Barrier(len(event_ids))
+
+    def send(index: int) -> None:
+        body, headers = delivery(event_ids[index])
+        start.wait()
+        try:
+            answers[index] = requests.post(f"{url}/webhooks/flow", data=body, headers=headers, timeout=30)
+        except requests.RequestException as error:
+            answers[index] = error
+
+    threads = [threading.Thread(target=send, args=(index,)) for index in range(len(event_ids))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def stored_ids(app) -> set[str]:
+    with app.app_context():
+        return set(db.session.scalars(select(WebhookEvent.event_id)))
+
+
+def poll(condition, what: str, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def test_deliveries_arriving_together_are_each_stored_once(make_app, database_url, serve):
+    app = make_app(database=database_url)
+    url = serve(app)
+    unique = [str(uuid.uuid4()) for _ in range(20)]
+    answers = deliver_all(url, unique + unique)  # every event twice, all at once
+    assert [answer.status_code for answer in answers] == [200] * 40
+    outcomes = {}
+    for answer in answers:
+        outcomes.setdefault(answer.json()["id"], []).append(answer.json()["status"])
+    assert all(sorted(found) == ["duplicate", "stored"] for found in outcomes.values()), outcomes
+    assert stored_ids(app) == set(unique)
+
+
+def lock_events_table(postgres_url: str) -> psycopg.Connection:
+    """A transaction that holds webhook_events: every insert waits until it ends."""
+    url = make_url(postgres_url).set(drivername="postgresql")
+    holder = psycopg.connect(url.render_as_string(hide_password=False))
+    holder.execute("LOCK TABLE webhook_events IN EXCLUSIVE MODE")
+    return holder
+
+
+WAITING_INSERTS = (
+    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO webhook_events%'"
+)
+
+
+def inserts_waiting(holder: psycopg.Connection) -> int:
+    holder.execute("SELECT pg_stat_clear_snapshot()")  # else the holder's transaction sees one snapshot throughout
+    return holder.execute(WAITING_INSERTS).fetchone()[0]
+
+
+def test_a_batch_waits_for_its_commit_and_is_answered_after_it(make_app, postgres_database, serve):
+    app = make_app(database=postgres_database, PORTAL_DB_STATEMENT_TIMEOUT="30")
+    url = serve(app)
+    holder = lock_events_table(postgres_database)
+    first, rest = str(uuid.uuid4()), [str(uuid.uuid4()) for _ in range(12)]
+    answers: dict = {}
+    waiting = threading.Thread(target=lambda: answers.update(first=deliver_all(url, [first])))
+    waiting.start()
+    poll(lambda: inserts_waiting(holder) == 1, "the first delivery's insert to wait on the lock")
+    later = threading.Thread(target=lambda: answers.update(rest=deliver_all(url, rest)))
+    later.start()
+    committer = app.extensions["webhook_committer"]
+    poll(lambda: committer.queued() == len(rest), "the other deliveries to queue behind the first batch")
+    assert answers == {} and stored_ids(app) == set(), "nothing is answered while its commit cannot happen"
+    holder.rollback()
+    holder.close()
+    waiting.join()
+    later.join()
+    assert [answer.status_code for answer in answers["first"] + answers["rest"]] == [200] * 13
+    assert stored_ids(app) == {first, *rest}
+    assert committer.largest_batch == len(rest), "the deliveries that queued went in one transaction"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_portal(env: dict, port: int) -> subprocess.Popen:
+    command = [
+        str(Path(sys.executable).parent / "gunicorn"),
+        "--workers",
+        "1",
+        "--threads",
+        "8",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--no-control-socket",
+        "wsgi:app",
+    ]
+    portal = subprocess.Popen(
+        command, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    poll(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), "gunicorn to start", 60)
+    return portal
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=1).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def test_a_process_killed_mid_batch_answered_none_of_it_and_a_redelivery_stores_it(
+    make_app, postgres_database, sandbox
+):
+    app = make_app(database=postgres_database)  # migrated
+    env = {name: str(value) for name, value in portal_config(sandbox.url, postgres_database).items()}
+    env.pop("TESTING")
+    env.update(PORTAL_DB_STATEMENT_TIMEOUT="30", FLOW_ENVIRONMENT="test")
+    port = free_port()
+    portal = start_portal(env, port)
+    holder = lock_events_table(postgres_database)
+    event_ids = [str(uuid.uuid4()) for _ in range(6)]
+    answers: list = []
+    sender = threading.Thread(target=lambda: answers.extend(deliver_all(f"http://127.0.0.1:{port}", event_ids)))
+    sender.start()
+    try:
+        poll(lambda: inserts_waiting(holder) == 1, "a batch to be inserting")
+        for child in subprocess.run(["pgrep", "-P", str(portal.pid)], capture_output=True, text=True).stdout.split():
+            os.kill(int(child), signal.SIGKILL)  # the worker, mid-batch
+        portal.send_signal(signal.SIGKILL)
+        sender.join()
+    finally:
+        holder.rollback()
+        holder.close()
+        portal.kill()
+        portal.wait()
+    assert not [answer for answer in answers if not isinstance(answer, Exception) and answer.status_code < 300]
+    assert stored_ids(app) == set(), "the killed batch was never committed"
+    portal = start_portal(env, port)
+    try:
+        again = deliver_all(f"http://127.0.0.1:{port}", event_ids)  # the sender delivers them again
+    finally:
+        portal.terminate()
+        portal.wait()
+    assert [answer.status_code for answer in again] == [200] * len(event_ids)
+    assert stored_ids(app) == set(event_ids)
+    with app.app_context():
+        assert db.session.scalar(select(func.count()).select_from(WebhookEvent)) == len(event_ids)
