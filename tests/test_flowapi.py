@@ -299,3 +299,22 @@ def test_models_tolerate_missing_and_unknown_fields():
     with pytest.raises(UpstreamProtocolError):
         FlowDetail.from_json({"flow": {}})
     assert FlowDetail.from_json({"flow": {}}, "asked-for").flow_id == "asked-for"
+
+
+def test_the_environment_is_read_once_for_the_service_address(monkeypatch, tmp_path):
+    """Proxy and CA bundle come from the environment at start-up, not at each call (trust_env off)."""
+    import requests
+
+    from portal.flowapi.transport import environment_resolved_once
+
+    bundle = tmp_path / "ca.pem"
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(bundle))
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    session = environment_resolved_once(requests.Session(), "https://flows.example")
+    assert session.trust_env is False and session.verify == str(bundle)
+    assert session.proxies.get("https") == "http://proxy.example:3128"
+    monkeypatch.setenv("NO_PROXY", "flows.example")
+    direct = environment_resolved_once(requests.Session(), "https://flows.example")
+    assert "https" not in direct.proxies, "NO_PROXY names the service: no proxy for it"

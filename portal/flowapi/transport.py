@@ -6,6 +6,7 @@ a time budget: `Retry` sleeps for whatever `Retry-After` says and knows nothing 
 
 import logging
 import math
+import os
 import random
 import re
 import time
@@ -47,6 +48,20 @@ MAX_RETRY_AFTER = 3600.0
 _DELAY_SECONDS = re.compile(r"[0-9]{1,7}(\.[0-9]{1,3})?")  # ASCII only: "²".isdigit() is True
 
 
+def environment_resolved_once(session: requests.Session, url: str) -> requests.Session:
+    """The session with the environment's proxy and CA bundle for `url` read now, once, instead of at every call.
+
+    requests looks up HTTP(S)_PROXY, NO_PROXY and REQUESTS_CA_BUNDLE on each request while `trust_env` is on
+    (about 0.16 ms a call); the environment of a running portal does not change.
+    """
+    session.proxies.update(requests.utils.get_environ_proxies(url))
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if bundle:
+        session.verify = bundle
+    session.trust_env = False
+    return session
+
+
 @dataclass(frozen=True)
 class Reply:
     """A 2xx answer: its JSON (None for an empty body) and its headers."""
@@ -74,7 +89,7 @@ class Transport:
         self.timeout = (connect_timeout, read_timeout)
         self.retries, self.retry_budget = retries, retry_budget
         self.refuse_sandbox = refuse_sandbox  # production: never talk to the Flow Portal sandbox
-        self.session = requests.Session()
+        self.session = environment_resolved_once(requests.Session(), self.base_url)
         adapter = HTTPAdapter(pool_connections=2, pool_maxsize=pool_size, max_retries=0)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
