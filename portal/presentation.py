@@ -2,6 +2,7 @@
 
 import json
 from datetime import date, datetime, timedelta, timezone
+from functools import cache
 from zoneinfo import ZoneInfo
 
 from babel import Locale
@@ -57,7 +58,12 @@ FORMAT_LOCALES = {"en": "en_GB"}
 
 
 def _format_locale() -> Locale:
-    language = str(get_locale() or "en")
+    return _locale_named(str(get_locale() or "en"))
+
+
+@cache
+def _locale_named(language: str) -> Locale:
+    """Parsed once per language: a page formats a time in every row."""
     return Locale.parse(FORMAT_LOCALES.get(language, language))
 
 

@@ -143,6 +143,16 @@ def migrated(app):
     return app
 
 
+def set_account_language(app, username: str, language: str) -> None:
+    """Give an account a chosen language, as choosing it at the foot of a page does."""
+    from portal.extensions import db
+    from portal.models import User
+
+    with app.app_context():
+        db.session.query(User).filter_by(username=username).one().language = language
+        db.session.commit()
+
+
 def sign_in(client, username: str, password: str = PASSWORD, next_url: str = ""):
     return client.post("/login", data={"username": username, "password": password, "next": next_url})
 

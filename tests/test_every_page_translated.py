@@ -13,10 +13,7 @@ from pathlib import Path
 
 import pytest
 from babel.messages.pofile import read_po
-from support import deliver_signed, form_data, sign_in
-
-from portal.extensions import db
-from portal.models import User
+from support import deliver_signed, form_data, set_account_language, sign_in
 
 TRANSLATIONS = Path(__file__).resolve().parents[1] / "portal/translations"
 LANGUAGES = ("nb", "sv", "fi")
@@ -172,9 +169,7 @@ def test_the_search_for_english_finds_it(app, full_portal):
 
 def test_an_account_with_a_language_gets_its_pages_in_it(app, make_user):
     username = make_user("viewer")
-    with app.app_context():
-        db.session.query(User).filter_by(username=username).one().language = "fi"
-        db.session.commit()
+    set_account_language(app, username, "fi")
     client = app.test_client()
     sign_in(client, username)
     assert '<html lang="fi">' in client.get("/flows").text

@@ -2,7 +2,7 @@
 
 import re
 
-from support import PASSWORD, sign_in
+from support import PASSWORD, deliver_signed, set_account_language, sign_in
 
 from portal.extensions import db
 from portal.flowapi.models import parse_timestamp
@@ -98,9 +98,7 @@ def test_the_chosen_language_is_kept_in_the_account(app, make_user):
 
 def test_a_choice_made_on_the_sign_in_page_wins_and_is_kept(app, make_user):
     username = make_user("viewer")
-    with app.app_context():
-        db.session.query(User).filter_by(username=username).one().language = "fi"
-        db.session.commit()
+    set_account_language(app, username, "fi")
     client = app.test_client()
     client.post("/language", data={"language": "sv", "next": "/login"})
     sign_in(client, username)
@@ -223,3 +221,11 @@ def test_the_built_in_reveal_purposes_read_in_the_pages_language(signed_in, sand
     client.post("/language", data={"language": "fi"})
     page = client.get(f"/flows/{flow_id}").text
     assert '<option value="Customer contact">Asiakasyhteydenotto</option>' in page, "the log keeps the English value"
+
+
+def test_an_event_type_breaks_after_its_dots_and_stays_escaped(app, signed_in):
+    client = signed_in("viewer")
+    post_event = {"id": "esc-1", "type": "flow.<b>bold</b>.changed", "data": {"referenceId": "LA-1"}}
+    assert deliver_signed(app, post_event).status_code == 200
+    page = client.get("/events").text
+    assert "<code>flow.<wbr>&lt;b&gt;bold&lt;/b&gt;.<wbr>changed</code>" in page

@@ -8,10 +8,12 @@ from babel.dates import format_timedelta
 from babel.numbers import format_decimal, format_percent
 from flask import Blueprint, current_app, g, render_template, request
 from flask_babel import get_locale
+from flask_babel import gettext as _
 
 from ..flowindex.observations import CONSENT_STATUSES
 from ..insight_rollups import PRECISION
 from ..insights import EXACT_PERCENTILE_DAYS, RANGES, insight, local_today, parse_range
+from ..labels import status_label
 from ..presentation import local_date
 from ..security import role_required
 
@@ -31,9 +33,9 @@ def index():
     return render_template(
         "insights/index.html",
         insight=figures,
-        day_names={day.day: local_date(day.day) for day in figures.days},
-        consent_statuses=CONSENT_STATUSES,
-        whole=1,  # once: three charts and a table use them
+        day_names={day.day: local_date(day.day) for day in figures.days},  # once: three charts and a table use them
+        status_names={code: status_label(code) for code in CONSENT_STATUSES} | {"unknown": _("Status not known")},
+        all_created=percent(1),  # the created row is the whole, written as the reader's language writes 100 %
         problems=problems,
         now=now,
         ranges=RANGES,

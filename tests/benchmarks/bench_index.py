@@ -28,7 +28,7 @@ import requests
 from sqlalchemy import make_url, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.servers import BIN, ROOT, gunicorn, sandbox  # noqa: E402
+from benchmarks.servers import BIN, ROOT, gunicorn, portal_env, sandbox  # noqa: E402
 
 from portal.extensions import db  # noqa: E402
 
@@ -36,22 +36,6 @@ ROUNDS = 5
 WRK_SECONDS = 5
 USER, PASSWORD = "bench", "bench-password-0000"
 _LATENCY = re.compile(r"50%\s+([\d.]+)(us|ms|s)\b")
-
-
-def portal_env(sandbox_url: str, database_url: str) -> dict:
-    return {
-        "FLOW_API_URL": sandbox_url,
-        "FLOW_OIDC_URL": sandbox_url,
-        "FLOW_REALM": "sandbox",
-        "FLOW_CLIENT_ID": "demo-client",
-        "FLOW_CLIENT_SECRET": "demo-secret",
-        "FLOW_SCOPES": "loan-application:create:no",
-        "FLOW_WEBHOOK_SECRETS": "whsec_Zmxvdy1zYW5kYm94LWRlbW8td2ViaG9vay1zZWNyZXQ=",
-        "PORTAL_SECRET_KEY": "benchmark-secret-key-0000",
-        "PORTAL_INDEX_KEY": "benchmark-index-key-0000",
-        "PORTAL_DATABASE_URL": database_url,
-        "PYTHONPATH": str(ROOT / "tests" / "benchmarks"),
-    }
 
 
 def flask(env: dict, *args: str) -> None:
@@ -92,7 +76,12 @@ def median_latency_ms(url: str, cookie: str) -> float:
 def write_behind_overhead() -> dict:
     shipped, reference = [], []
     with sandbox(SANDBOX_SEED="300") as sandbox_url, tempfile.TemporaryDirectory() as folder:
-        env = portal_env(sandbox_url, f"sqlite:///{folder}/bench.db")
+        env = portal_env(
+            sandbox_url,
+            f"sqlite:///{folder}/bench.db",
+            ("demo-client", "demo-secret"),
+            PYTHONPATH=str(ROOT / "tests" / "benchmarks"),
+        )
         flask(env, "db", "upgrade")
         flask(env, "users", "create", USER, "--role", "viewer", "--password", PASSWORD)
         apps = {"shipped": ("wsgi:app", shipped), "reference": ("no_index_app:app", reference)}

@@ -27,15 +27,13 @@ import tempfile
 import time
 import uuid
 from contextlib import ExitStack, contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 
 import requests
-from standardwebhooks import Webhook
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.bench_webhooks import SECRET, fresh_postgres, migrate  # noqa: E402
-from benchmarks.servers import BIN, ROOT, free_port  # noqa: E402
+from benchmarks.bench_webhooks import fresh_postgres, migrate, signed_deliveries  # noqa: E402
+from benchmarks.servers import BIN, ROOT, free_port, portal_env  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REFERENCE_CONFIG = str(HERE / "reference.gunicorn.conf.py")
@@ -109,22 +107,6 @@ def recorded_list(folder: Path) -> Path:
     return path
 
 
-def portal_env(upstream: str, database_url: str) -> dict:
-    return {
-        "FLOW_API_URL": upstream,
-        "FLOW_OIDC_URL": upstream,
-        "FLOW_REALM": "sandbox",
-        "FLOW_CLIENT_ID": "bench",
-        "FLOW_CLIENT_SECRET": "bench",
-        "FLOW_SCOPES": "loan-application:create:no",
-        "FLOW_WEBHOOK_SECRETS": SECRET,
-        "FLOW_ENVIRONMENT": "test",
-        "PORTAL_SECRET_KEY": "benchmark-secret-key-0000",
-        "PORTAL_INDEX_KEY": "benchmark-index-key-0000",
-        "PORTAL_DATABASE_URL": database_url,
-    }
-
-
 def create_account(env: dict) -> None:
     subprocess.run(
         [str(BIN / "flask"), "--app", "portal", "users", "create", "bench", "--role", "viewer"],
@@ -185,21 +167,12 @@ def wrk(url: str, connections: int, headers: dict | None = None, script: Path | 
     return {"rate": rate, "p99_ms": float(p99[1]) * scale[p99[2]], "errors": int(errors[1]) if errors else 0}
 
 
-def signed_deliveries(path: Path, count: int) -> Path:
+def delivery_lines(path: Path, count: int) -> Path:
     """One signed, unique delivery a line (id, timestamp, signature, body) for webhook_load.lua."""
-    signer, now = Webhook(SECRET), datetime.now(timezone.utc)
     with path.open("w") as out:
-        for _ in range(count):
-            event_id = str(uuid.uuid4())
-            body = json.dumps(
-                {
-                    "id": event_id,
-                    "type": "flow.status_changed",
-                    "timestamp": now.isoformat(),
-                    "data": {"flowId": str(uuid.uuid4()), "referenceId": "LA-1", "status": "Opened"},
-                }
-            )
-            out.write(f"{event_id}\t{int(now.timestamp())}\t{signer.sign(event_id, now, body)}\t{body}\n")
+        for body, headers in signed_deliveries(count):
+            fields = (headers["webhook-id"], headers["webhook-timestamp"], headers["webhook-signature"], body.decode())
+            out.write("\t".join(fields) + "\n")
     return path
 
 
@@ -241,7 +214,7 @@ def webhook_round(folder: Path, deliveries: Path, postgres: str | None) -> dict:
     for name, database in stores.items():
         if not database:
             continue
-        env = portal_env("http://127.0.0.1:9", database)
+        env = portal_env("http://127.0.0.1:9", database, FLOW_ENVIRONMENT="test")
         migrate(env)
         port, portal = gunicorn("wsgi:app", env)
         with portal:
@@ -317,7 +290,7 @@ def main() -> None:
             upstream = f"http://127.0.0.1:{upstream_port}"
             command = [sys.executable, str(HERE / "fast_upstream.py"), str(upstream_port), str(recorded_list(folder))]
             servers.enter_context(process(command, f"{upstream}/stats"))
-            env = portal_env(upstream, f"sqlite:///{folder}/pages.db")
+            env = portal_env(upstream, f"sqlite:///{folder}/pages.db", FLOW_ENVIRONMENT="test")
             migrate(env)
             create_account(env)
             proxy_port, proxy = gunicorn(
@@ -334,7 +307,7 @@ def main() -> None:
             tokens = requests.get(f"{upstream}/stats").json()
             rss = rss_mb(portal_master)
         if options.only != "pages":
-            deliveries = signed_deliveries(folder / "deliveries.tsv", DELIVERIES)
+            deliveries = delivery_lines(folder / "deliveries.tsv", DELIVERIES)
             for round_number in range(options.rounds):
                 hooks.append(webhook_round(folder, deliveries, fresh_postgres))
                 print(f"webhooks, round {round_number + 1}: {json.dumps(hooks[-1])}", file=sys.stderr)

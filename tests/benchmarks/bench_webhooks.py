@@ -19,10 +19,9 @@ import requests
 from standardwebhooks import Webhook
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.servers import BIN, ROOT, gunicorn  # noqa: E402
+from benchmarks.servers import BIN, ROOT, SECRET, gunicorn, portal_env  # noqa: E402
 from support import empty_postgres  # noqa: E402
 
-SECRET = "whsec_Zmxvdy1zYW5kYm94LWRlbW8td2ViaG9vay1zZWNyZXQ="
 EVENTS = 3000
 SENDERS = 8
 POSTGRES = os.environ.get("PORTAL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -78,21 +77,6 @@ def blast(url: str, deliveries) -> float:
     return len(deliveries) / elapsed
 
 
-def portal_env(database_url: str) -> dict:
-    return {
-        "FLOW_API_URL": "http://127.0.0.1:9",
-        "FLOW_OIDC_URL": "http://127.0.0.1:9",
-        "FLOW_REALM": "sandbox",
-        "FLOW_CLIENT_ID": "bench",
-        "FLOW_CLIENT_SECRET": "bench",
-        "FLOW_SCOPES": "loan-application:create:no",
-        "FLOW_WEBHOOK_SECRETS": SECRET,
-        "PORTAL_SECRET_KEY": "benchmark-secret-key-0000",
-        "PORTAL_INDEX_KEY": "benchmark-index-key-0000",
-        "PORTAL_DATABASE_URL": database_url,
-    }
-
-
 def migrate(env: dict) -> None:
     import subprocess
 
@@ -126,12 +110,12 @@ def main() -> dict:
     bare_env = {"PYTHONPATH": str(ROOT / "tests" / "benchmarks")}
     results["bare_204"] = measure("bare endpoint (204)", "bare_app:app", bare_env, "/healthz")
     with tempfile.TemporaryDirectory() as folder:
-        sqlite_env = portal_env(f"sqlite:///{folder}/bench.db")
+        sqlite_env = portal_env("http://127.0.0.1:9", f"sqlite:///{folder}/bench.db")
         migrate(sqlite_env)
         results["portal_sqlite"] = measure("portal, SQLite", "wsgi:app", sqlite_env, "/healthz")
     postgres = fresh_postgres()
     if postgres:
-        postgres_env = portal_env(postgres)
+        postgres_env = portal_env("http://127.0.0.1:9", postgres)
         migrate(postgres_env)
         results["portal_postgres"] = measure("portal, PostgreSQL", "wsgi:app", postgres_env, "/healthz")
     for key in ("portal_sqlite", "portal_postgres"):

@@ -13,8 +13,11 @@ from pathlib import Path
 from pyinstrument import Profiler
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.bench_table import HERE, portal_env, process, recorded_list  # noqa: E402
-from benchmarks.servers import free_port  # noqa: E402
+from benchmarks.bench_table import HERE, process, recorded_list  # noqa: E402
+from benchmarks.servers import (
+    free_port,  # noqa: E402
+    portal_env,  # noqa: E402
+)
 
 
 def main(count: int) -> None:

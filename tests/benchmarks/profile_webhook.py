@@ -13,8 +13,8 @@ from pathlib import Path
 from pyinstrument import Profiler
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.bench_table import portal_env  # noqa: E402
 from benchmarks.bench_webhooks import signed_deliveries  # noqa: E402
+from benchmarks.servers import portal_env  # noqa: E402
 
 
 def main(count: int) -> None:

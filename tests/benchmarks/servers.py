@@ -12,6 +12,24 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+SECRET = "whsec_Zmxvdy1zYW5kYm94LWRlbW8td2ViaG9vay1zZWNyZXQ="  # the sandbox's demo webhook secret
+
+
+def portal_env(api_url: str, database_url: str, client: tuple[str, str] = ("bench", "bench"), **extra: str) -> dict:
+    """The environment a benchmarked portal starts with: the Flow Service (or a stand-in) at `api_url`."""
+    return {
+        "FLOW_API_URL": api_url,
+        "FLOW_OIDC_URL": api_url,
+        "FLOW_REALM": "sandbox",
+        "FLOW_CLIENT_ID": client[0],
+        "FLOW_CLIENT_SECRET": client[1],
+        "FLOW_SCOPES": "loan-application:create:no",
+        "FLOW_WEBHOOK_SECRETS": SECRET,
+        "PORTAL_SECRET_KEY": "benchmark-secret-key-0000",
+        "PORTAL_INDEX_KEY": "benchmark-index-key-0000",
+        "PORTAL_DATABASE_URL": database_url,
+        **extra,
+    }
 
 
 def free_port() -> int:

@@ -2,6 +2,28 @@
 
 from support import PASSWORD
 
+# Every signed-in page, for the crawls (axe, layout): `{flow}` and `{event}` stand for a flow's and an event's path.
+STAFF_PAGES = {
+    "flows": "/flows",
+    "archived": "/flows?archived=true",
+    "search": "/flows?archived=all&status=Accepted",
+    "detail": "{flow}",
+    "new": "/flows/new",
+    "events": "/events",
+    "event-detail": "{event}",
+    "users": "/admin/users",
+    "audit": "/admin/audit",
+    "access": "/admin/access",
+    "subjects": "/admin/subjects",
+    "rejected": "/admin/rejected",
+    "gaps": "/admin/gaps",
+    "notifications": "/admin/notifications",
+    "insights": "/insights?range=30d",
+    "stuck": "/insights/stuck?hours=1",
+    "incidents": "/insights/incidents",
+    "not-found": "/flows/00000000-0000-4000-8000-000000000000",
+}
+
 
 def sign_in(page, stack, role="operator"):
     page.goto(f"{stack.url}/login")

@@ -4,8 +4,9 @@ import re
 
 import requests
 from axe_playwright_python.sync_playwright import Axe
-from browser_support import sign_in
+from browser_support import STAFF_PAGES, sign_in
 from playwright.sync_api import expect
+from support import deliver_signed
 
 
 def row_ids(page):
@@ -230,25 +231,10 @@ def test_every_page_is_accessible_in_every_language(page, stack, shot):
     problems = {"login": accessibility_problems(page)}
     sign_in(page, stack, "admin")
     flow_path = page.locator("tr[data-flow-id] a").first.get_attribute("href")
-    pages = {
-        "flows": "/flows",
-        "archived": "/flows?archived=true",
-        "search": "/flows?archived=all&status=Accepted",
-        "detail": flow_path,
-        "new": "/flows/new",
-        "events": "/events",
-        "users": "/admin/users",
-        "audit": "/admin/audit",
-        "access": "/admin/access",
-        "subjects": "/admin/subjects",
-        "rejected": "/admin/rejected",
-        "gaps": "/admin/gaps",
-        "notifications": "/admin/notifications",
-        "insights": "/insights?range=30d",
-        "stuck": "/insights/stuck?hours=1",
-        "incidents": "/insights/incidents",
-        "not-found": "/flows/00000000-0000-4000-8000-000000000000",
-    }
+    deliver_signed(stack.portal_app, {"id": "axe-event", "type": "flow.created", "data": {"referenceId": "LA-1"}})
+    page.goto(f"{stack.url}/events")
+    event = page.locator(".events-table a[href^='/events/']").first.get_attribute("href")
+    pages = {name: path.format(flow=flow_path, event=event) for name, path in STAFF_PAGES.items()}
     for language in ("en", "nb", "sv", "fi"):
         if language != "en":
             with page.expect_navigation():

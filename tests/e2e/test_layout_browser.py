@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 import requests
-from browser_support import sign_in
+from browser_support import STAFF_PAGES, sign_in
 from playwright.sync_api import expect
 from support import deliver_signed
 
@@ -18,26 +18,6 @@ from portal.models import Notification, NotificationAttempt
 THREE_DAYS = 3 * 24 * 3600
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
-
-# The set of tests/e2e/test_browser.py::test_every_page_is_accessible_in_both_languages, and an event's page.
-PAGES = {
-    "flows": "/flows",
-    "archived": "/flows?archived=true",
-    "search": "/flows?archived=all&status=Accepted",
-    "detail": "{flow}",
-    "new": "/flows/new",
-    "events": "/events",
-    "event-detail": "{event}",
-    "users": "/admin/users",
-    "audit": "/admin/audit",
-    "rejected": "/admin/rejected",
-    "gaps": "/admin/gaps",
-    "notifications": "/admin/notifications",
-    "insights": "/insights?range=30d",
-    "stuck": "/insights/stuck?hours=1",
-    "incidents": "/insights/incidents",
-    "not-found": "/flows/00000000-0000-4000-8000-000000000000",
-}
 
 # What must stay in view on a phone: a table (CSS selector) and the headings of its key columns; the heading and
 # the first row's cell of each must be visible and inside the screen, without scrolling the table.
@@ -142,7 +122,7 @@ def test_every_page_fits_a_phone_and_a_desktop(page, stack, shot, console_errors
     problems = {}
     for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
         page.set_viewport_size(viewport)
-        for name, path in PAGES.items():
+        for name, path in STAFF_PAGES.items():
             page.goto(stack.url + path.format(flow=flow, event=event))
             shot(f"layout-{name}-{size}")
             tables, controls = (KEY_COLUMNS.get(name, []), KEY_CONTROLS.get(name, [])) if size == "phone" else ([], [])
