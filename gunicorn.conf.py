@@ -8,6 +8,7 @@ a request body on a worker thread, so it must only ever see bodies that a buffer
 (docs/nginx.conf).
 """
 
+import logging
 import math
 import os
 import shutil
@@ -130,7 +131,16 @@ def _logconfig() -> dict:
 
 
 class _JsonAccessLog(_AccessLogWithoutSecrets):
-    """The atoms above, plus the request id the portal answered with (its own, or a well-formed one it was sent)."""
+    """The atoms above, plus the request id the portal answered with (its own, or a well-formed one it was sent).
+
+    A request the portal marks quiet (a stored webhook delivery: the event row is its record) is logged only
+    when the access log is at DEBUG.
+    """
+
+    def access(self, resp, req, environ, request_time):
+        if environ.get(_QUIET) and not self.access_log.isEnabledFor(logging.DEBUG):
+            return
+        super().access(resp, req, environ, request_time)
 
     def atoms(self, resp, req, environ, request_time):
         atoms = super().atoms(resp, req, environ, request_time)
@@ -140,6 +150,8 @@ class _JsonAccessLog(_AccessLogWithoutSecrets):
 
 _OWN_METRICS_FOLDER = _metrics_folder()
 logconfig_dict = _logconfig()  # JSON lines (portal.logs): error log on stderr, access log on stdout
+from portal.webhooks.intake import QUIET_ACCESS as _QUIET  # noqa: E402 - after _metrics_folder(), like _logconfig
+
 logger_class = _JsonAccessLog
 
 

@@ -18,7 +18,7 @@ from .settings import Settings, SettingsError, load_settings
 from .views import admin, auth, events, flows, health
 from .views import insights as insights_pages  # the name `insights` is portal.insights, the queries
 from .views import worklists as worklist_pages  # likewise portal.worklists
-from .webhooks import receiver
+from .webhooks import intake, receiver
 
 # Flask keys a test or deployment may pass in `config` beside the DESIGN §2 settings.
 FLASK_KEYS = ("TESTING", "WTF_CSRF_ENABLED", "SERVER_NAME", "RATELIMIT_ENABLED", "PREFERRED_URL_SCHEME")
@@ -90,8 +90,9 @@ def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:
         TRUSTED_HOSTS=list(settings.trusted_hosts),  # any other Host header is a 400, never echoed in a link
     )
     app.config.update({key: overrides[key] for key in FLASK_KEYS if key in overrides})
-    # Inside ProxyFix, so it sees the client's host.
+    # Inside ProxyFix, so they see the client's host and address.
     headers = security.security_headers(settings.public_url.startswith("https://"))
+    app.wsgi_app = intake.WebhookIntake(app.wsgi_app, app, headers)
     app.wsgi_app = security.TrustedHosts(app.wsgi_app, settings.trusted_hosts, headers)
     if settings.trusted_proxies:
         # Behind N reverse proxies: the client address (audit log, throttling) and https come from them.

@@ -1,5 +1,7 @@
 """Engine set-up the store needs on every connection, its timeouts, and where the migrations live."""
 
+import contextlib
+import fcntl
 import logging
 import math
 import sqlite3
@@ -70,6 +72,32 @@ def engine_options(settings: Settings) -> dict:
     return options
 
 
+@contextlib.contextmanager
+def _sqlite_writer_lock(path: str):
+    """One background writer at a time across the threads and processes that share a SQLite file.
+
+    SQLite's busy handler polls for a held lock, sleeping up to 100 ms between tries: under load that is
+    where the long waits came from. Writers that take this lock first wait in the kernel (flock) and go
+    the moment it is released; any other writer (a page, a command) still has the busy timeout. Each use
+    opens the file anew: flock excludes every other open of it, in this process too.
+    """
+    try:
+        lock_file = open(path, "a+b")  # noqa: SIM115 - closed below, which releases the lock
+    except OSError as error:  # the database's folder is gone or unwritable: the database is, too
+        raise DatabaseUnavailable(f"the SQLite writer lock cannot be taken: {error.strerror}") from None
+    with lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        yield
+
+
+def writer_lock(engine: Engine):
+    """The lock a background writer holds around a write transaction on a SQLite file; none on other databases."""
+    url = engine.url
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return contextlib.nullcontext()
+    return _sqlite_writer_lock(str(Path(url.database).resolve()) + "-writer.lock")
+
+
 def configure_engine(app: Flask) -> None:
     """Make sure the folder of a SQLite file exists before the first connection."""
     url = app.config["SQLALCHEMY_DATABASE_URI"]
@@ -87,15 +115,20 @@ def is_unavailable(error: BaseException) -> bool:
 def mark_unavailable(error: BaseException) -> None:
     """Roll the session back so this thread's next request starts clean, and remember the failure."""
     if not getattr(g, "database_unavailable", False):
-        origin = getattr(error, "orig", None) or error  # the driver's words, never the statement's parameters
-        first_line = (str(origin).strip().splitlines() or [""])[0][:200]
-        log.warning("database unavailable: %s: %r", type(origin).__name__, first_line)
-        metrics.count_db_error(error)
+        report_unavailable(error)
     g.database_unavailable = True
     try:
         db.session.rollback()
     except Exception:  # a rollback on a dead connection may fail too; the session is discarded at teardown
         log.debug("rollback after a database failure failed", exc_info=True)
+
+
+def report_unavailable(error: BaseException) -> None:
+    """Log (the driver's words, never the statement's parameters) and count a database failure."""
+    origin = getattr(error, "orig", None) or error
+    first_line = (str(origin).strip().splitlines() or [""])[0][:200]
+    log.warning("database unavailable: %s: %r", type(origin).__name__, first_line)
+    metrics.count_db_error(error)
 
 
 def database_unavailable() -> bool:

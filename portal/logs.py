@@ -134,26 +134,42 @@ def _finish_request(response):
     started = g.get("request_started")
     if started is None:  # the request failed before the first hook
         return response
-    seconds = time.perf_counter() - started
     response.headers[requestid.HEADER] = g.request_id
-    metrics.observe_request(request.endpoint, response.status_code, seconds)
-    access_log.info(
-        "%s %r %s",
-        request.method,
-        request.path,
-        response.status_code,
-        extra={
-            "method": request.method,
-            "path": request.path,  # never the query string: a search may carry a national id
-            "endpoint": request.endpoint or "unmatched",
-            "status": response.status_code,
-            "duration_ms": round(seconds * 1000, 1),
-            "user_id": _user_id(),
-            "remote_addr": request.remote_addr,
-            "request_id": g.request_id,
-        },
+    log_request(
+        logging.INFO,
+        method=request.method,
+        path=request.path,
+        endpoint=request.endpoint,
+        status=response.status_code,
+        seconds=time.perf_counter() - started,
+        user_id=_user_id(),
+        remote_addr=request.remote_addr,
     )
     return response
+
+
+def log_request(level: int, *, method, path, endpoint, status, seconds, user_id, remote_addr) -> None:
+    """Count an answered request and write its access line (in the request id's context)."""
+    metrics.observe_request(endpoint, status, seconds)
+    if not access_log.isEnabledFor(level):
+        return
+    access_log.log(
+        level,
+        "%s %r %s",
+        method,
+        path,
+        status,
+        extra={
+            "method": method,
+            "path": path,  # never the query string: a search may carry a national id
+            "endpoint": endpoint or "unmatched",
+            "status": status,
+            "duration_ms": round(seconds * 1000, 1),
+            "user_id": user_id,
+            "remote_addr": remote_addr,
+            "request_id": requestid.current(),
+        },
+    )
 
 
 def _end_request(_error) -> None:

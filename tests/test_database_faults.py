@@ -7,6 +7,7 @@ proxy that a test switches off or makes hang, and a hanging server that accepts 
 
 import contextlib
 import json
+import logging
 import math
 import os
 import re
@@ -347,7 +348,7 @@ def test_sqlite_gone_gives_the_portals_503_then_recovers(make_app, sqlite_folder
     check_everything_back(app, client)
 
 
-def test_sqlite_locked_by_another_writer_answers_503_within_the_busy_timeout(make_app, sqlite_folder):
+def test_sqlite_locked_by_another_writer_answers_503_within_the_busy_timeout(make_app, sqlite_folder, caplog):
     import sqlite3
 
     path = sqlite_folder / "portal.db"
@@ -355,17 +356,23 @@ def test_sqlite_locked_by_another_writer_answers_503_within_the_busy_timeout(mak
     client = signed_in_client(app)
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN EXCLUSIVE")
+    access = logging.getLogger("portal.access")
+    access.addHandler(caplog.handler)  # alembic's logging set-up (migrations in-process) leaves the root without it
+    caplog.set_level(logging.INFO, logger="portal.access")
     try:
         body, headers = delivery()
         answer, took = timed(lambda: app.test_client().post(WEBHOOK_PATH, data=body, headers=headers))
         assert_webhook_retry(answer)
         assert STATEMENT_TIMEOUT * 0.9 <= took < REQUEST_BOUND, took
+        lines = [line for line in caplog.records if line.name == "portal.access" and line.path == WEBHOOK_PATH]
+        assert [(line.levelname, line.status) for line in lines] == [("INFO", 503)], "a failure is logged, not DEBUG"
         # A page that writes: the user loads (WAL readers are not blocked), then the write times out.
         new_user = {"username": "late", "role": "viewer", "password": PASSWORD * 2, "confirm": PASSWORD * 2}
         answer, took = timed(lambda: client.post("/admin/users", data=new_user))
         assert_database_page(answer)
         assert took < REQUEST_BOUND, took
     finally:
+        access.removeHandler(caplog.handler)
         other.execute("ROLLBACK")
         other.close()
     assert client.get("/admin/users").status_code == 200

@@ -1,5 +1,7 @@
 """Group commit: deliveries that arrive together share one transaction, and none is answered before its commit."""
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -14,11 +16,12 @@ from pathlib import Path
 
 import psycopg
 import requests
-from sqlalchemy import func, select
+from sqlalchemy import create_engine, func, select
 from sqlalchemy.engine import make_url
 from standardwebhooks import Webhook
 from support import DEMO_WEBHOOK_SECRET, portal_config
 
+from portal.database import writer_lock
 from portal.extensions import db
 from portal.models import WebhookEvent
 
@@ -194,3 +197,42 @@ def test_a_process_killed_mid_batch_answered_none_of_it_and_a_redelivery_stores_
     assert stored_ids(app) == set(event_ids)
     with app.app_context():
         assert db.session.scalar(select(func.count()).select_from(WebhookEvent)) == len(event_ids)
+
+
+HOLD_THE_WRITER_LOCK = """
+import sys
+from sqlalchemy import create_engine
+from portal.database import writer_lock
+with writer_lock(create_engine(sys.argv[1])):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def flock_free(path: Path) -> bool:
+    with path.open("a+b") as lock_file:
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(lock_file, fcntl.LOCK_UN)
+        return True
+
+
+def test_sqlite_background_writers_of_two_processes_take_turns(tmp_path):
+    """The group committer and the index writer wait for each other in the kernel, not in SQLite's busy handler."""
+    database = tmp_path / "store.db"
+    command = [sys.executable, "-c", HOLD_THE_WRITER_LOCK, f"sqlite:///{database}"]
+    with subprocess.Popen(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder:
+        assert holder.stdout.readline().strip() == "held"
+        lock_path = Path(f"{database.resolve()}-writer.lock")
+        assert not flock_free(lock_path), "another process's writer holds it"
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        poll(lambda: flock_free(lock_path), "the lock to be released")
+    assert holder.returncode == 0
+
+
+def test_no_writer_lock_on_postgresql_or_in_memory():
+    for url in ("postgresql+psycopg://u@127.0.0.1/x", "sqlite://"):
+        assert isinstance(writer_lock(create_engine(url)), contextlib.nullcontext)

@@ -15,6 +15,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from support import PASSWORD, portal_config
 
+from portal.metrics import NO_REASON
 from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
 from portal.settings import SettingsError, load_settings
 from portal.views.health import TOKEN_CHECK, TokenCheck
@@ -423,4 +424,10 @@ def test_every_log_line_of_a_session_is_json_without_secrets(gunicorn_portal, sa
         assert secret not in output
     traced = [entry["logger"] for entry in entries if entry.get("request_id") == "obs-run-1"]
     assert sorted(traced) == ["gunicorn.access", "portal.access"]
+    # A stored delivery is its own record: its access lines are written at DEBUG only; the refused one is logged.
+    webhook_lines = [entry for entry in entries if entry.get("path") == "/webhooks/flow"]
+    assert [(entry["logger"], entry["status"]) for entry in webhook_lines if entry["logger"] == "gunicorn.access"] == [
+        ("gunicorn.access", junk.status_code)
+    ]
+    assert metrics.value("portal_webhook_deliveries_total", outcome="stored", reason=NO_REASON) >= 1
     assert all("?" not in entry.get("path", "") for entry in entries)

@@ -7,18 +7,20 @@ import json
 import re
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from flask import Blueprint, current_app, jsonify, request
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
 from .. import metrics
 from ..extensions import csrf
 from ..flowindex.feed import saw_event
 from ..throttle import REJECTED_DELIVERIES_PER_NETWORK, ThrottleUnavailable, client_address, network_of, throttle
 from .diagnosis import Delivery, Diagnosis, diagnose
-from .schemes import DeliveryRejected, signature_headers, verify_delivery
-from .shape import EventShape, read_event
+from .schemes import DeliveryRejected, Verified, signature_headers, verify_delivery
+from .shape import EventFields, EventShape, read_event
 from .store import (
     body_seen_before,
     event_id_for,
@@ -133,7 +135,10 @@ DIAGNOSED_PER_MINUTE = 60  # a diagnosis tries a few dozen HMACs: at most a few 
 
 
 def _read_body(limit: int) -> bytes | None:
-    """The raw body, or None when it is over `limit` bytes, however it is sent (Content-Length or chunked)."""
+    """The raw body, or None when it is over `limit` bytes, however it is sent (Content-Length or chunked).
+
+    A body that ends before its Content-Length comes back short (some servers say so by ClientDisconnected).
+    """
     if (request.content_length or 0) > limit:
         return None
     chunks, size = [], 0
@@ -145,6 +150,8 @@ def _read_body(limit: int) -> bytes | None:
             chunks.append(chunk)
     except RequestEntityTooLarge:
         return None
+    except ClientDisconnected:
+        pass
     return b"".join(chunks)
 
 
@@ -180,47 +187,87 @@ def _int_or_text(digits: str):
     return int(digits) if len(digits) <= 4000 else digits
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A delivery turned away: the status and words the sender gets, and the kind and reason kept for admins."""
+
+    status: int
+    public: str
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Examined:
+    """A delivery that is signed, JSON and an object: what is stored of it."""
+
+    verified: Verified
+    fields: EventFields
+    payload: dict
+    event_id: str
+    # hmac-sha256 signs no time: an event dated before the retention window may replay one whose id is forgotten.
+    stale: bool
+
+
+def examine(body: bytes, headers: Mapping, mimetype: str, settings) -> Examined | Refusal:
+    """Every check of a delivery that needs no database: the signature first, then the body."""
+    try:
+        verified = verify_delivery(
+            body,
+            headers,
+            scheme=settings.webhook_scheme,
+            secrets=settings.webhook_secrets,
+            hmac_header=settings.webhook_header,
+        )
+    except DeliveryRejected as rejected:
+        return Refusal(401, "invalid signature", rejected.kind, rejected.reason)
+    if mimetype != "application/json":
+        return Refusal(415, "content type must be application/json", "content_type", f"content type {mimetype!r}")
+    if nests_deeper_than(body, MAX_DEPTH):
+        return Refusal(400, "JSON nested too deep", "too_deep", f"JSON nested deeper than {MAX_DEPTH} levels")
+    try:
+        payload = json.loads(body.decode("utf-8"), parse_int=_int_or_text)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
+        return Refusal(400, "malformed JSON", "malformed", "body is not valid UTF-8 JSON")
+    if not isinstance(payload, dict):
+        return Refusal(400, "the event must be a JSON object", "not_object", "body is not a JSON object")
+    fields = read_event(payload, EventShape(settings.webhook_shape, settings.webhook_fields))
+    # Standard Webhooks always signs an id; hmac-sha256 senders may put one in a header, the body, or nowhere.
+    event_id = event_id_for([verified.message_id, headers.get(settings.webhook_id_header), fields.event_id], body)
+    stale = verified.scheme == "hmac-sha256" and _too_old(settings, fields.timestamp)
+    return Examined(verified, fields, payload, event_id, stale)
+
+
+def store_delivery(examined: Examined, body: bytes, headers: Mapping, source_ip: str, settings) -> bool:
+    """Commit a delivery that `examine` took and is not stale; False when it was stored before. In an app context."""
+    kept = kept_headers(headers, settings)
+    stored = record_event(examined.verified, examined.event_id, examined.fields, body, kept, source_ip)
+    if stored:
+        saw_event(examined.fields, examined.payload)
+    metrics.count_webhook("stored" if stored else "duplicate")
+    return stored
+
+
 def receive():
-    """Take one delivery from the Flow Service."""
+    """Take one delivery from the Flow Service (the ones `intake` did not take already)."""
     settings = current_app.extensions["portal.settings"]
     body = _read_body(settings.webhook_max_bytes)  # raw bytes: re-serialised JSON would not match the signature
     if body is None:
         return _reject(
             413, "payload too large", "too_large", f"body is over the limit of {settings.webhook_max_bytes} bytes"
         )
-    try:
-        verified = verify_delivery(
-            body,
-            request.headers,
-            scheme=settings.webhook_scheme,
-            secrets=settings.webhook_secrets,
-            hmac_header=settings.webhook_header,
-        )
-    except DeliveryRejected as rejected:
-        return _reject(401, "invalid signature", rejected.kind, rejected.reason, body)
-    if request.mimetype != "application/json":
-        return _reject(
-            415, "content type must be application/json", "content_type", f"content type {request.mimetype!r}", body
-        )
-    if nests_deeper_than(body, MAX_DEPTH):
-        return _reject(400, "JSON nested too deep", "too_deep", f"JSON nested deeper than {MAX_DEPTH} levels", body)
-    try:
-        payload = json.loads(body.decode("utf-8"), parse_int=_int_or_text)
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
-        return _reject(400, "malformed JSON", "malformed", "body is not valid UTF-8 JSON", body)
-    if not isinstance(payload, dict):
-        return _reject(400, "the event must be a JSON object", "not_object", "body is not a JSON object", body)
-    fields = read_event(payload, EventShape(settings.webhook_shape, settings.webhook_fields))
-    # Standard Webhooks always signs an id; hmac-sha256 senders may put one in a header, the body, or nowhere.
-    given_ids = [verified.message_id, request.headers.get(settings.webhook_id_header), fields.event_id]
-    event_id = event_id_for(given_ids, body)
-    if was_pruned(event_id) or (verified.scheme == "hmac-sha256" and body_seen_before(body)):
-        # Stored once (perhaps removed by retention since), or, under hmac-sha256 where no id or time is
-        # signed, the same signed bytes again with another id header: a replay, never a new event.
-        metrics.count_webhook("duplicate")
-        return _answer(200, {"status": "duplicate", "id": event_id})
-    if verified.scheme == "hmac-sha256" and _too_old(settings, fields.timestamp):
-        # hmac-sha256 signs no time: an old event may be a replay of one whose id is long forgotten.
+    if request.content_length is not None and len(body) < request.content_length:
+        # The sender stopped before its own Content-Length: no signature can match, and no secret is to blame.
+        reason = f"body ended after {len(body)} of the {request.content_length} bytes its Content-Length announced"
+        return _reject(400, "incomplete body", "malformed", reason, body)
+    examined = examine(body, request.headers, request.mimetype, settings)
+    if isinstance(examined, Refusal):
+        return _reject(examined.status, examined.public, examined.kind, examined.reason, body)
+    if examined.stale:
+        if was_pruned(examined.event_id) or body_seen_before(body):
+            # Stored once and removed by retention since: a replay, never a new event.
+            metrics.count_webhook("duplicate")
+            return _answer(200, answer_body(False, examined.event_id))
         return _reject(
             400,
             "event older than the retention window",
@@ -228,13 +275,14 @@ def receive():
             "event time is before the retention window",
             body,
         )
-    stored = record_event(verified, event_id, fields, body, _kept_headers(settings), client_address())
-    if stored:
-        saw_event(fields, payload)
-    metrics.count_webhook("stored" if stored else "duplicate")
-    return _answer(200, {"status": "stored" if stored else "duplicate", "id": event_id})
+    stored = store_delivery(examined, body, request.headers, client_address(), settings)
+    return _answer(200, answer_body(stored, examined.event_id))
 
 
-def _kept_headers(settings) -> dict:
+def answer_body(stored: bool, event_id: str) -> dict:
+    return {"status": "stored" if stored else "duplicate", "id": event_id}
+
+
+def kept_headers(headers: Mapping, settings) -> dict:
     names = (*KEPT_HEADERS, settings.webhook_id_header.lower())
-    return {name: request.headers[name] for name in names if name in request.headers}
+    return {name: headers[name] for name in names if name in headers}

@@ -1,5 +1,6 @@
 """Webhook signature schemes: Standard Webhooks (default) and a plain hex HMAC-SHA256 header."""
 
+import base64
 import binascii
 import hashlib
 import hmac
@@ -61,7 +62,7 @@ def verify_standard(body: bytes, headers: Mapping, secrets: tuple[str, ...]) -> 
     if missing:
         raise DeliveryRejected(f"missing header {', '.join(missing)}", "missing_header")
     # The library gives up on the first malformed entry, even before a valid one: drop them first.
-    entries = [entry for entry in wanted["webhook-signature"].split() if _SIGNATURE_ENTRY.fullmatch(entry)]
+    entries = [entry for entry in wanted["webhook-signature"].split() if _well_formed(entry)]
     if not entries:
         raise DeliveryRejected("webhook-signature has no well-formed entry", "malformed_signature")
     wanted["webhook-signature"] = " ".join(entries)
@@ -83,6 +84,17 @@ def verify_standard(body: bytes, headers: Mapping, secrets: tuple[str, ...]) -> 
         except (ValueError, binascii.Error):
             reason, kind = "webhook-signature entry is not base64", "malformed_signature"
     raise DeliveryRejected(reason, kind)
+
+
+def _well_formed(entry: str) -> bool:
+    """`v<n>,<base64>` whose base64 decodes as the library decodes it (`v1,abc` matches the pattern, not that)."""
+    if not _SIGNATURE_ENTRY.fullmatch(entry):
+        return False
+    try:
+        base64.b64decode(entry.split(",", 1)[1])
+    except binascii.Error:
+        return False
+    return True
 
 
 def verify_hmac_sha256(body: bytes, headers: Mapping, secrets: tuple[str, ...], header: str) -> Verified:

@@ -77,7 +77,8 @@ def storable_moment(raw: str | None) -> datetime | None:
 def record_event(
     verified: Verified, event_id: str, fields: EventFields, body: bytes, headers: dict, source_ip: str | None
 ) -> bool:
-    """Commit the event (with the others arriving now: group_commit); False when it was stored before."""
+    """Commit the event (with the others arriving now: group_commit); False when it was stored before, even if
+    retention has removed it since."""
     occurred_at = storable_moment(fields.timestamp)
     reference_id = clean_text(fields.reference_id, 100)
     row = {
@@ -98,7 +99,8 @@ def record_event(
         "source_ip": (source_ip or "")[:64] or None,
         "received_at": utc_now(),
     }
-    return _committer().store(row)
+    replay_keys = {event_id} | ({"sha256:" + row["body_sha256"]} if row["body_sha256"] else set())
+    return _committer().store(row, frozenset(replay_keys))
 
 
 def _committer() -> GroupCommitter:
