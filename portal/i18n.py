@@ -1,6 +1,7 @@
 """Languages of the portal's pages: English, Norwegian bokmål, Swedish and Finnish, chosen per person."""
 
-from flask import Flask, has_request_context, request, session
+from flask import Flask, g, has_request_context, request, session
+from flask_babel import get_translations
 from flask_login import current_user
 
 from .extensions import babel
@@ -27,8 +28,45 @@ def _account_language() -> str | None:
     return getattr(user, "language", None) if user and user.is_authenticated else None
 
 
+def request_translations():
+    """This request's catalogue, found once: Flask-Babel looks it up again for every word, and a list page says
+    the same few words in every row."""
+    if not has_request_context():
+        return get_translations()
+    found = g.get("_translations")
+    if found is None:
+        found = g._translations = get_translations()
+    return found
+
+
+def gettext(string: str, **variables) -> str:
+    """Flask-Babel's `gettext`, with the request's catalogue found once."""
+    text = request_translations().ugettext(string)
+    return text % variables if variables else text
+
+
+def translated(text) -> str:
+    """A lazy string (a label table's entry) in this request's language, translated once per request."""
+    if not has_request_context():
+        return str(text)
+    memo = g.get("_translated")
+    if memo is None:
+        memo = g._translated = {}
+    found = memo.get(id(text))  # the tables' lazy strings live as long as the process
+    if found is None:
+        found = memo[id(text)] = str(text)
+    return found
+
+
 def init_app(app: Flask) -> None:
     babel.init_app(app, locale_selector=select_language)
+    app.jinja_env.install_gettext_callables(
+        gettext=lambda string: request_translations().ugettext(string),
+        ngettext=lambda singular, plural, n: request_translations().ungettext(singular, plural, n),
+        pgettext=lambda context, string: request_translations().upgettext(context, string),
+        npgettext=lambda context, singular, plural, n: request_translations().unpgettext(context, singular, plural, n),
+        newstyle=True,
+    )
 
     @app.context_processor
     def language_context():

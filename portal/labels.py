@@ -7,6 +7,7 @@ is shown as it came (masked), so a new value from the service is never hidden.
 
 from flask_babel import lazy_gettext as _l
 
+from .i18n import translated
 from .masking import mask_text
 
 STATUS_LABELS = {
@@ -84,7 +85,7 @@ def _label(table: dict, code) -> str:
     if code is None or code == "":
         return "—"
     known = table.get(code)
-    return str(known) if known is not None else mask_text(str(code))
+    return translated(known) if known is not None else mask_text(str(code))
 
 
 def status_label(status: str | None) -> str:

@@ -2,16 +2,17 @@
 
 import json
 from datetime import date, datetime, timedelta, timezone
-from functools import cache
+from functools import cache, lru_cache
 from zoneinfo import ZoneInfo
 
 from babel import Locale
 from babel.dates import format_date, format_time, format_timedelta
 from flask import Flask, current_app
 from flask_babel import format_number, get_locale
-from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 
+from .i18n import gettext as _
+from .i18n import translated
 from .labels import access_kind_label, action_label, audit_action_label, purpose_label, role_label, status_label
 from .masking import mask_document, mask_national_id, mask_text
 
@@ -38,7 +39,7 @@ SOURCE_NAMES = {
 
 def source_name(source: str | None) -> str:
     """A source of the flow index as a person reads it."""
-    return str(SOURCE_NAMES.get(source or "", source or "—"))
+    return translated(SOURCE_NAMES[source]) if source in SOURCE_NAMES else source or "—"
 
 
 def pretty_json(document) -> str:
@@ -76,9 +77,15 @@ def local_time(moment: datetime | None, seconds: bool = False) -> str:
         return "—"
     here = _in_zone(moment, ZoneInfo(current_app.extensions["portal.settings"].timezone))
     locale = _format_locale()
-    day = format_date(here, "medium", locale=locale)
+    day = _formatted_day(here.date(), str(locale))
     clock = format_time(here, "medium" if seconds else "short", locale=locale)
     return f"{locale.datetime_formats['medium'].format(clock, day)} {here.tzname() or ''}".rstrip()
+
+
+@lru_cache(maxsize=4096)
+def _formatted_day(day: date, locale: str) -> str:
+    """A day as `local_time` writes it (a list's rows mostly share a few days)."""
+    return format_date(day, "medium", locale=Locale.parse(locale))
 
 
 def local_date(day: date) -> str:
@@ -127,6 +134,25 @@ def shown(value) -> str:
     return mask_text(str(value))
 
 
+FRAGMENTS_KEPT = 256
+
+
+def cached_fragment(*key, caller):
+    """`{% call cached_fragment(name, ...) %}...{% endcall %}`: the block rendered once per key and language.
+
+    For parts of a page that are the same for every reader of a language and cost much to render (a form
+    full of translated choices). The key must name everything else the block depends on; never a person's data.
+    """
+    fragments = current_app.extensions["portal.fragments"]
+    key = (str(get_locale()), *key)
+    html = fragments.get(key)
+    if html is None:
+        if len(fragments) >= FRAGMENTS_KEPT:
+            fragments.clear()
+        html = fragments[key] = caller()
+    return html
+
+
 def init_app(app: Flask) -> None:
     app.add_template_filter(mask_national_id, "mask")
     app.add_template_filter(local_time, "localtime")
@@ -147,6 +173,8 @@ def init_app(app: Flask) -> None:
     app.add_template_global(seconds_needed, "seconds_needed")
     app.add_template_filter(local_date, "localdate")
     app.add_template_filter(format_number, "number")  # 10 000 / 10,000: as the reader's language writes it
+    app.add_template_global(cached_fragment, "cached_fragment")
+    app.extensions["portal.fragments"] = {}
 
     @app.context_processor
     def portal_context():

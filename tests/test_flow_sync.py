@@ -77,7 +77,6 @@ def sync_app(make_app, database_url):
     return make_app(database=database_url)
 
 
-
 @pytest.fixture
 def alt_app(make_app, database_url, alt):
     """The portal against the stand-in service, which tests may take flows away from."""

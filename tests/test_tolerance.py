@@ -37,7 +37,6 @@ LIMIT_REASON = "limit must be between 1 and 5"
 # -- fixtures and helpers ----------------------------------------------------------------------
 
 
-
 @pytest.fixture
 def sandbox(alt):
     """Overrides conftest's: `make_app` needs a default service, and here it is the alternative one."""

@@ -153,7 +153,6 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-
 @pytest.fixture
 def alt_portal(make_app, database_url, alt):
     return make_app(

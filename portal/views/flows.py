@@ -88,7 +88,7 @@ def index():
         nav=nav,
         notices=notices + nav.notices,
         row_statuses=statuses_of_page(page, query.archived),
-        search_form=FlowSearchForm(formdata=None),
+        empty_search_form=FlowSearchForm,  # built only when the page's cached search box is not there yet
     )
 
 
