@@ -99,8 +99,14 @@ def fill_every_list(stack, flow_id):
     with app.app_context():
         record_audit("admin", "reveal_national_id", flow_id, purpose="Identity check")
         notice = Notification(
-            channel="webhook", kind="stuck", dedupe_key="layout", flow_id=flow_id, subject="Flow LA-10040 is stuck",
-            payload="{}", status="failed", attempts=6,
+            channel="webhook",
+            kind="stuck",
+            dedupe_key="layout",
+            flow_id=flow_id,
+            subject="Flow LA-10040 is stuck",
+            payload="{}",
+            status="failed",
+            attempts=6,
         )
         db.session.add(notice)
         db.session.flush()
@@ -142,7 +148,9 @@ def test_norwegian_labels_wrap_between_words(page, stack, shot):
     sign_in(page, stack, "admin")
     with page.expect_navigation():
         page.get_by_label("Language").select_option("nb")
-    page.locator("tr[data-flow-id] a").first.click()
+    with page.expect_navigation():
+        page.locator("tr[data-flow-id] a").first.click()
+    # Opened on the flow's page, not on the list the click is leaving.
     page.evaluate("document.querySelectorAll('details').forEach((details) => { details.open = true; })")
     label = page.locator("dl.row > dt", has_text="Organisasjonsnummer")
     for viewport in (DESKTOP, {"width": 600, "height": 900}, PHONE):
