@@ -28,14 +28,12 @@ class DatabaseUnavailable(Exception):
     """The database failed earlier in this request; raised where carrying on would mislead."""
 
 
-@event.listens_for(Engine, "connect")
-def _tune_sqlite(dbapi_connection, _record) -> None:
+def _tune_sqlite(dbapi_connection: sqlite3.Connection, _record) -> None:
     """WAL lets readers work beside the one writer; the busy timeout comes from `engine_options`."""
-    if isinstance(dbapi_connection, sqlite3.Connection):
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=FULL")  # a committed event survives a power loss too
-        cursor.close()
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")  # a committed event survives a power loss too
+    cursor.close()
 
 
 def engine_options(settings: Settings) -> dict:
@@ -99,10 +97,14 @@ def writer_lock(engine: Engine):
 
 
 def configure_engine(app: Flask) -> None:
-    """Make sure the folder of a SQLite file exists before the first connection."""
+    """SQLite: the file's folder exists and every connection of this app's engine (only this one's) is tuned."""
     url = app.config["SQLALCHEMY_DATABASE_URI"]
+    if not url.startswith("sqlite:"):
+        return
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    with app.app_context():
+        event.listen(db.engine, "connect", _tune_sqlite)  # before the engine's first connection
 
 
 def is_unavailable(error: BaseException) -> bool:

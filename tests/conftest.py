@@ -24,10 +24,10 @@ from support import (
     sign_in,
 )
 
+from flow_sandbox import create_app as create_sandbox
 from portal import create_app
 from portal.extensions import db
 from portal.models import User
-from portal.sandbox import create_app as create_sandbox
 
 
 @pytest.fixture

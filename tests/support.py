@@ -9,7 +9,7 @@ import requests
 from flask_migrate import upgrade
 from werkzeug.serving import make_server
 
-from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
+from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
 
 PASSWORD = "correct horse battery"
 ALL_CREATE_SCOPES = "loan-application:create:no loan-application:create:se loan-application:create:fi"

@@ -29,10 +29,10 @@ from sqlalchemy.exc import OperationalError
 from standardwebhooks import Webhook
 from support import PASSWORD, create_database_beside, drop_database, portal_config, service_missing, sign_in
 
+from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
 from portal.database import engine_options
 from portal.extensions import db
 from portal.models import User
-from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
 from portal.settings import SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]

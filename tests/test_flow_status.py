@@ -16,11 +16,11 @@ import pytest
 from support import PASSWORD, sign_in
 from test_webhooks import deliver
 
+from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
 from portal.extensions import db
 from portal.flowindex.status import Reading, freshest, statuses_of_page
 from portal.models import AuditEntry, User, WebhookEvent
 from portal.presentation import time_ago
-from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 # Control actions from a new flow, and what every page must then say: consent status, lifecycle, archived.

@@ -15,8 +15,8 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from support import PASSWORD, portal_config
 
+from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
 from portal.metrics import NO_REASON
-from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
 from portal.settings import SettingsError, load_settings
 from portal.views.health import TOKEN_CHECK, TokenCheck
 

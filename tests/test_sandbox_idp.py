@@ -159,7 +159,7 @@ def test_extra_clients_may_use_the_short_field_names(make_sandbox, tmp_path):
 
 
 def test_bad_sandbox_settings_stop_start_up(tmp_path):
-    from portal.sandbox import create_app
+    from flow_sandbox import create_app
 
     broken = tmp_path / "clients.json"
     broken.write_text('[{"organization": "no-id"}]')

@@ -13,10 +13,10 @@ import pytest
 import requests
 from support import jwt_settings, portal_config, production_settings
 
+from flow_sandbox import create_app as create_sandbox
+from flow_sandbox.safety import bind_refusal
+from flow_sandbox.settings import load_sandbox_settings
 from portal.flowapi import SandboxInProduction, build_client
-from portal.sandbox import create_app as create_sandbox
-from portal.sandbox.safety import bind_refusal
-from portal.sandbox.settings import load_sandbox_settings
 from portal.settings import load_settings
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -233,7 +233,7 @@ def test_bad_safety_settings_stop_start_up(settings, capsys):
 
 def sandbox_command(*arguments: str, **environment: str) -> tuple[list[str], dict]:
     env = {name: value for name, value in os.environ.items() if not name.startswith("SANDBOX_")}
-    return [sys.executable, "-m", "portal.sandbox", *arguments], env | environment
+    return [sys.executable, "-m", "flow_sandbox", *arguments], env | environment
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "203.0.113.5"])

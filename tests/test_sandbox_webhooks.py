@@ -5,7 +5,7 @@ import time
 
 from standardwebhooks import Webhook
 
-from portal.sandbox.settings import DEMO_WEBHOOK_SECRET
+from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
 
 
 def verified_events(deliveries, secret=DEMO_WEBHOOK_SECRET):

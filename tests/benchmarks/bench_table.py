@@ -87,7 +87,7 @@ def gunicorn(app: str, env: dict, config: str = "gunicorn.conf.py"):
 
 def recorded_list(folder: Path) -> Path:
     """A real sandbox's answer to GET /api/flows?limit=10, for the stand-in to repeat."""
-    from portal.sandbox import create_app
+    from flow_sandbox import create_app
 
     sandbox = create_app({"SANDBOX_SEED": "12"})
     client = sandbox.test_client()

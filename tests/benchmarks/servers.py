@@ -66,7 +66,7 @@ def sandbox(**settings):
     command = [
         str(BIN / "flask"),
         "--app",
-        "portal.sandbox",
+        "flow_sandbox",
         "run",
         "--host",
         "127.0.0.1",

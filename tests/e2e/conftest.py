@@ -7,10 +7,10 @@ import pytest
 from support import PASSWORD, migrated, portal_config
 from werkzeug.serving import make_server
 
+from flow_sandbox import create_app as create_sandbox
 from portal import create_app
 from portal.extensions import db
 from portal.models import User
-from portal.sandbox import create_app as create_sandbox
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"

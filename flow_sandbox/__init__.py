@@ -1,6 +1,6 @@
 """The sandbox: a faithful stand-in for the Flow Service and its identity provider.
 
-Start it with `python -m portal.sandbox --port 8081` (or `flask --app portal.sandbox run -p 8081`):
+Start it with `python -m flow_sandbox --port 8081` (or `flask --app flow_sandbox run -p 8081`):
 it serves loopback clients only unless SANDBOX_ALLOW_REMOTE=1 (see `safety`). It shares nothing with
 the portal but the spec and DESIGN.md, so the portal can be tested against it as against the remote service.
 """

@@ -1,4 +1,4 @@
-"""`python -m portal.sandbox [--host 127.0.0.1] [--port 8081]`: serve the sandbox, on loopback unless allowed."""
+"""`python -m flow_sandbox [--host 127.0.0.1] [--port 8081]`: serve the sandbox, on loopback unless allowed."""
 
 import argparse
 import sys
@@ -11,7 +11,7 @@ from .settings import load_sandbox_settings
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m portal.sandbox", description="Serve the Flow Service sandbox.")
+    parser = argparse.ArgumentParser(prog="python -m flow_sandbox", description="Serve the Flow Service sandbox.")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback unless allowed)")
     parser.add_argument("-p", "--port", type=int, default=8081)
     args = parser.parse_args(argv)
