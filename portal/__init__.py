@@ -10,12 +10,12 @@ from dotenv import find_dotenv, load_dotenv
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import auth_setup, cli, database, errors, i18n, logs, notify, presentation, security, throttle
+from . import cli, database, errors, i18n, logs, notify, presentation, security, staff_sessions, throttle
 from .extensions import csrf, db, migrate
 from .flowapi import build_client
 from .flowindex import feed as flow_index
 from .settings import Settings, SettingsError, load_settings
-from .views import admin, auth, events, flows, health
+from .views import admin, consent, events, flows, health, sign_in
 from .views import insights as insights_pages  # the name `insights` is portal.insights, the queries
 from .views import worklists as worklist_pages  # likewise portal.worklists
 from .webhooks import intake, receiver
@@ -85,7 +85,7 @@ def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:
         SESSION_COOKIE_SECURE=settings.public_url.startswith("https://"),
         REMEMBER_COOKIE_SECURE=settings.public_url.startswith("https://"),
         PERMANENT_SESSION_LIFETIME=timedelta(seconds=settings.session_max_seconds),
-        SESSION_REFRESH_EACH_REQUEST=False,  # the idle clock is written back once a minute (auth_setup)
+        SESSION_REFRESH_EACH_REQUEST=False,  # the idle clock is written back once a minute (staff_sessions)
         MAX_CONTENT_LENGTH=max(settings.webhook_max_bytes, 1024 * 1024),
         TRUSTED_HOSTS=list(settings.trusted_hosts),  # any other Host header is a 400, never echoed in a link
     )
@@ -107,13 +107,13 @@ def _init_extensions(app: Flask, settings: Settings) -> None:
     csrf.init_app(app)
     throttle.init_app(app, settings.redis_url, settings.redis_prefix)
     i18n.init_app(app)
-    auth_setup.init_app(app, settings)
+    staff_sessions.init_app(app, settings)
     app.extensions["flow_client"] = build_client(settings)
     flow_index.init_app(app)
     notify.init_app(app)
 
 
 def _register_blueprints(app: Flask, settings: Settings) -> None:
-    for module in (health, auth, flows, events, insights_pages, worklist_pages, admin):
+    for module in (health, consent, sign_in, flows, events, insights_pages, worklist_pages, admin):
         app.register_blueprint(module.bp)
     app.register_blueprint(receiver.make_blueprint(settings.webhook_path))

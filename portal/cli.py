@@ -34,13 +34,13 @@ from .audit import EXPORT_FORMATS, AuditFilter, export_audit, record_audit
 from .csvexport import csv_chunks
 from .extensions import db
 from .flowapi import FlowApiError, InsufficientScope, TokenRequestRefused, Unauthorized, UpstreamProtocolError
-from .flowapi.auth import MIN_KEY_BITS
 from .flowindex.gapcheck import GAP_CHECKS
 from .flowindex.sync import ALL, ARCHIVED, CURRENT, LeaseLost, SyncLocked, SyncReport, SyncStopped, run_sync
 from .masking import mask_document
 from .models import ROLES, User
 from .notify.commands import notifications, scan_after_sync
 from .retention import RetentionLocked, apply_retention, under_lease
+from .rsakeys import MIN_KEY_BITS
 from .subjects import SubjectRecords, erase, export_document, find_subject
 from .webhooks.store import event_document, iter_events, prune_events
 

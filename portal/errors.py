@@ -10,7 +10,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
-from . import auth_setup, database
+from . import database, staff_sessions
 from .database import DatabaseUnavailable
 from .extensions import db
 from .flowapi import (
@@ -230,7 +230,7 @@ def database_unavailable_page(error: Exception):
     if not database.is_unavailable(error):
         return _unexpected(error)
     database.mark_unavailable(error)
-    auth_setup.forget_user()  # the page's header would ask the database for the user again
+    staff_sessions.forget_user()  # the page's header would ask the database for the user again
     retry_after = {"Retry-After": str(DATABASE_RETRY_AFTER)}
     if request.endpoint == "webhooks.receive":
         return jsonify({"error": "database unavailable, retry later"}), 503, retry_after

@@ -1,9 +1,6 @@
-"""Response headers that make the strict CSP work, and the role check for views."""
+"""Response headers that make the strict CSP work, and the Host header check in front of the app."""
 
-from functools import wraps
-
-from flask import Flask, abort
-from flask_login import current_user
+from flask import Flask
 from werkzeug.exceptions import BadRequest, SecurityError
 from werkzeug.wsgi import get_host
 
@@ -44,21 +41,6 @@ def init_app(app: Flask, https: bool) -> None:
         if response.mimetype == "text/html":
             response.headers.setdefault("Cache-Control", "no-store")
         return response
-
-
-def role_required(role: str):
-    """Let the view run only for a signed-in user whose role is `role` or above (else 403)."""
-
-    def decorate(view):
-        @wraps(view)
-        def guarded(*args, **kwargs):
-            if not current_user.can(role):
-                abort(403)
-            return view(*args, **kwargs)
-
-        return guarded
-
-    return decorate
 
 
 class TrustedHosts:

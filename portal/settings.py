@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .production import production_problems
+from .rsakeys import PrivateKeyError, load_private_key
 from .webhooks.shape import SHAPES, parse_fields
 
 ENVIRONMENTS = ("test", "production")
@@ -194,6 +195,10 @@ def _jwt_key_path(read: _Reader) -> Path:
     path = Path(read.required("FLOW_JWT_PRIVATE_KEY", " when FLOW_AUTH_MODE=self_signed_jwt"))
     if not path.is_file():
         raise SettingsError(f"FLOW_JWT_PRIVATE_KEY: no file at {path}")
+    try:
+        load_private_key(path)  # a junk, public or short key is a configuration error, not a first-request traceback
+    except PrivateKeyError as error:
+        raise SettingsError(f"FLOW_JWT_PRIVATE_KEY: {error}") from None
     return path
 
 

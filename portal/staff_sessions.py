@@ -28,7 +28,7 @@ PUBLIC_ENDPOINTS = {
     "health.live",
     "health.ready",
     "health.metrics",  # guarded by address or bearer token instead
-    "health.consent_complete",
+    "consent.complete",
     "webhooks.receive",
 }
 

@@ -14,7 +14,7 @@ from support import sign_in
 from test_views import FLOW_ROW, links, make_user_for
 
 from portal.extensions import db
-from portal.flowapi.models import FlowSummary
+from portal.flowapi.records import FlowSummary
 from portal.flowindex.keys import read_national_id
 from portal.flowindex.observations import LIST, SYNC, Observation, from_summary
 from portal.flowindex.store import apply_observations

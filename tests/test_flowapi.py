@@ -20,7 +20,7 @@ from portal.flowapi import (
     ValidationFailed,
     build_client,
 )
-from portal.flowapi.models import FlowDetail, FlowPage, FlowSummary
+from portal.flowapi.records import FlowDetail, FlowPage, FlowSummary
 from portal.settings import load_settings
 
 

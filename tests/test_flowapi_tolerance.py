@@ -4,8 +4,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from portal.flowapi.models import CreatedFlow, FlowDetail, FlowPage, parse_timestamp, read_flag
 from portal.flowapi.problems import read_problem
+from portal.flowapi.records import CreatedFlow, FlowDetail, FlowPage, parse_timestamp, read_flag
 from portal.flowapi.text import safe_reason
 from portal.flowapi.transport import retry_after_seconds
 

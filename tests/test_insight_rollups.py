@@ -24,7 +24,7 @@ from test_insights import (
 from test_views import make_user_for
 
 from portal.extensions import db
-from portal.flowapi.models import FlowSummary
+from portal.flowapi.records import FlowSummary
 from portal.flowindex.observations import from_summary
 from portal.flowindex.store import apply_observations
 from portal.insight_rollups import (

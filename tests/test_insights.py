@@ -13,7 +13,7 @@ from support import sign_in
 from test_views import make_user_for
 
 from portal.extensions import db
-from portal.flowapi.models import FlowSummary
+from portal.flowapi.records import FlowSummary
 from portal.flowindex.observations import DETAIL, Observation, from_event, from_summary
 from portal.flowindex.store import apply_observations
 from portal.insights import DateRange, insight, parse_range, percentile

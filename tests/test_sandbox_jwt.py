@@ -8,7 +8,7 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import OctKey, RSAKey
 
-from portal.flowapi.auth import SelfSignedJwtProvider
+from portal.flowapi.tokens import SelfSignedJwtProvider
 
 
 @pytest.fixture

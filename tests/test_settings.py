@@ -125,3 +125,54 @@ def test_webhook_fields_are_read_as_dotted_paths():
     settings = settings_with(FLOW_WEBHOOK_SHAPE="flat", FLOW_WEBHOOK_FIELDS=" type=event, flow_id=payload.flow.id ,")
     assert settings.webhook_shape == "flat"
     assert settings.webhook_fields == (("type", "event"), ("flow_id", "payload.flow.id"))
+
+
+def _key_files(tmp_path) -> dict[str, Path]:
+    from joserfc.jwk import RSAKey
+
+    short = RSAKey.generate_key(2048)
+    files = {
+        "junk": b"not a key at all\n",
+        "public": short.as_pem(private=False),
+        "short": short.as_pem(private=True),
+    }
+    paths = {}
+    for name, content in files.items():
+        paths[name] = tmp_path / f"{name}.pem"
+        paths[name].write_bytes(content)
+    return paths
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("junk", "is not an RSA private key in PEM form"),
+        ("public", "holds a public key; the private key is needed"),
+        ("short", "is a 2048-bit key; at least 4096 bits are required"),
+    ],
+)
+def test_an_unusable_private_key_is_a_setting_error(tmp_path, kind, reason):
+    key = _key_files(tmp_path)[kind]
+    with pytest.raises(SettingsError) as raised:
+        settings_with(FLOW_AUTH_MODE="self_signed_jwt", FLOW_JWT_PRIVATE_KEY=str(key), FLOW_JWT_KID="k1")
+    assert str(raised.value) == f"FLOW_JWT_PRIVATE_KEY: {key} {reason}"
+
+
+def test_a_junk_private_key_stops_start_up_with_one_line(tmp_path):
+    key = _key_files(tmp_path)["junk"]
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("FLOW_", "PORTAL_"))}
+    environment |= {name: str(value) for name, value in portal_config("http://127.0.0.1:8081", "sqlite://").items()}
+    environment |= {"FLOW_AUTH_MODE": "self_signed_jwt", "FLOW_JWT_PRIVATE_KEY": str(key), "FLOW_JWT_KID": "k1"}
+    environment.pop("TESTING", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "portal", "routes"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert result.stderr.strip() == (
+        f"portal: configuration error: FLOW_JWT_PRIVATE_KEY: {key} is not an RSA private key in PEM form"
+    )

@@ -5,7 +5,7 @@ import re
 from support import PASSWORD, deliver_signed, set_account_language, sign_in
 
 from portal.extensions import db
-from portal.flowapi.models import parse_timestamp
+from portal.flowapi.records import parse_timestamp
 from portal.models import User
 from portal.presentation import local_time
 

@@ -18,8 +18,8 @@ from portal.flowapi import (
     UpstreamUnavailable,
     build_client,
 )
-from portal.flowapi.auth import FAILURE_MEMORY, ClientCredentialsProvider
 from portal.flowapi.errors import TokenRequestRefused
+from portal.flowapi.tokens import FAILURE_MEMORY, ClientCredentialsProvider
 from portal.settings import load_settings
 
 FRESH = object()  # stands for a new access token, numbered by the stand-in

@@ -19,7 +19,7 @@ from support import deliver_signed, sign_in
 from test_views import make_user_for
 
 from portal.extensions import db
-from portal.flowapi.models import FlowDetail
+from portal.flowapi.records import FlowDetail
 from portal.flowindex.feed import writer
 from portal.flowindex.observations import DETAIL, LIST, WEBHOOK, Observation, from_detail
 from portal.flowindex.store import apply_observations

@@ -17,7 +17,7 @@ from .errors import (
     UpstreamUnavailable,
     ValidationFailed,
 )
-from .models import CreatedFlow, FlowDetail, FlowPage, FlowSummary
+from .records import CreatedFlow, FlowDetail, FlowPage, FlowSummary
 
 __all__ = [
     "Conflict",

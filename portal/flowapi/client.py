@@ -5,9 +5,9 @@ from contextlib import contextmanager
 from urllib.parse import quote
 
 from ..settings import Settings
-from .auth import ClientCredentialsProvider, SelfSignedJwtProvider, TokenProvider
 from .errors import EndpointNotFound, NotFound
-from .models import CreatedFlow, FlowDetail, FlowPage
+from .records import CreatedFlow, FlowDetail, FlowPage
+from .tokens import ClientCredentialsProvider, SelfSignedJwtProvider, TokenProvider
 from .transport import Transport
 
 

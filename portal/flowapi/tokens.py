@@ -16,9 +16,9 @@ from typing import Protocol
 import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
 from joserfc import jwt
-from joserfc.jwk import RSAKey
 
 from .. import metrics
+from ..rsakeys import load_private_key
 from .errors import (
     FlowApiError,
     InsufficientScope,
@@ -35,7 +35,6 @@ from .text import safe_reason
 
 log = logging.getLogger(__name__)
 
-MIN_KEY_BITS = 4096
 BAD_CREDENTIALS = ("invalid_client", "unauthorized_client")  # PROTOCOLS.md: treat alike
 UNAVAILABLE_ERRORS = ("temporarily_unavailable", "server_error")
 REFUSALS = {
@@ -402,22 +401,3 @@ class SelfSignedJwtProvider:
 
     def describe(self) -> dict:
         return {"lifetime": self._lifetime, "scopes": "(registered with the key by the operator)"}
-
-
-class PrivateKeyError(ValueError):
-    """The private key cannot be used: unreadable, not RSA, or too short."""
-
-
-def load_private_key(path: Path) -> RSAKey:
-    try:
-        key = RSAKey.import_key(Path(path).read_bytes())
-    except OSError as error:
-        raise PrivateKeyError(f"cannot read the private key {path}: {error.strerror}") from None
-    except Exception:  # joserfc raises several types for a file that is not an RSA PEM
-        raise PrivateKeyError(f"{path} is not an RSA private key in PEM form") from None
-    if not key.is_private:
-        raise PrivateKeyError(f"{path} holds a public key; the private key is needed")
-    if key.public_key.key_size < MIN_KEY_BITS:
-        bits = key.public_key.key_size
-        raise PrivateKeyError(f"{path} is a {bits}-bit key; at least {MIN_KEY_BITS} bits are required")
-    return key

@@ -19,7 +19,6 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from .. import metrics, requestid
-from .auth import TokenProvider
 from .errors import (
     Conflict,
     FlowApiError,
@@ -36,6 +35,7 @@ from .errors import (
 from .guard import sandbox_refusal
 from .problems import read_problem
 from .text import redact
+from .tokens import TokenProvider
 
 __all__ = ["Reply", "Transport", "redact"]
 

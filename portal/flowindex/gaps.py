@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from flask_babel import gettext as _
 
-from ..flowapi.models import parse_timestamp
+from ..flowapi.records import parse_timestamp
 from ..labels import status_label
 from ..presentation import local_time
 

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import select
 
 from ..extensions import db
-from ..flowapi.models import FlowDetail, Incident
+from ..flowapi.records import FlowDetail, Incident
 from ..flowapi.text import redact
 from ..models import FlowIncident
 from ..webhooks.store import clean_text

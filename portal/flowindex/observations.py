@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..flowapi.models import CreatedFlow, FlowDetail, FlowSummary, parse_timestamp, read_flag
+from ..flowapi.records import CreatedFlow, FlowDetail, FlowSummary, parse_timestamp, read_flag
 from .incidents import IncidentReport, detail_incidents, event_incidents
 
 CREATE, LIST, DETAIL, WEBHOOK, SYNC = "create", "list", "detail", "webhook", "sync"

@@ -32,7 +32,7 @@ from ..models import RejectedDelivery, User, utc_now
 from ..notify import notifier, review
 from ..notify.triggers import INCIDENT_NOTICES_PER_FLOW
 from ..paging import before_argument, newest_first
-from ..security import role_required
+from ..roles import role_required
 from ..subjects import erase, export_document, find_subject
 from ..throttle import network_named
 from ..webhooks.diagnosis import KIND_TITLES

@@ -43,10 +43,10 @@ from ..listing import DEFAULT_LIMIT, FLOW_ID, ListQuery, navigate, parse_list_qu
 from ..masking import mask_national_id
 from ..models import utc_now
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
-from ..security import role_required
+from ..roles import role_required
 from ..submissions import SubmissionInProgress, claim_submission, forget_submission, settle_submission
 from ..webhooks.store import events_for_flow, left_out_by_reference
-from .auth import safe_next
+from .sign_in import safe_next
 
 bp = Blueprint("flows", __name__, url_prefix="/flows")
 

@@ -1,9 +1,9 @@
-"""Health checks for load balancers, metrics for Prometheus, and the page individuals land on after their consent."""
+"""Health checks for load balancers and metrics for Prometheus."""
 
 import threading
 import time
 
-from flask import Blueprint, Response, abort, current_app, render_template, request
+from flask import Blueprint, Response, abort, current_app, request
 from sqlalchemy import text
 
 from .. import metrics
@@ -83,9 +83,3 @@ def scrape():
         abort(404)
     body, content_type = metrics.exposition()
     return Response(body, content_type=content_type)
-
-
-@bp.get("/consent-complete")
-def consent_complete():
-    """Where the Flow Service sends the individual by default once they have answered."""
-    return render_template("health/consent_complete.html")

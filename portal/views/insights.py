@@ -15,7 +15,7 @@ from ..insight_rollups import PRECISION
 from ..insights import EXACT_PERCENTILE_DAYS, RANGES, insight, local_today, parse_range
 from ..labels import status_label
 from ..presentation import local_date
-from ..security import role_required
+from ..roles import role_required
 
 bp = Blueprint("insights", __name__, url_prefix="/insights")
 # How a duration reads: the two largest units that matter (3 h 25 min, 2 d 4 h), each in the reader's language.

@@ -11,13 +11,13 @@ from werkzeug.security import check_password_hash, generate_password_hash
 from .. import metrics
 from ..accounts import find_account, find_sso_account, remember_language
 from ..audit import record_audit
-from ..auth_setup import begin_session, end_session, staff_sso
 from ..errors import csrf_error_page
 from ..extensions import db
 from ..forms import ConfirmForm, LoginForm
 from ..i18n import LANGUAGES
 from ..masking import mask_text
 from ..models import User, utc_now
+from ..staff_sessions import begin_session, end_session, staff_sso
 from ..throttle import ThrottleUnavailable, client_address, count_sign_in_attempt, signed_in_well
 
 bp = Blueprint("auth", __name__)

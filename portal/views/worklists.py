@@ -8,7 +8,7 @@ from flask import Blueprint, current_app, flash, redirect, render_template, requ
 from flask_babel import get_locale
 from flask_babel import gettext as _
 
-from ..security import role_required
+from ..roles import role_required
 from ..worklists import (
     COUNT_CAP,
     count_flows_with_open_incidents,

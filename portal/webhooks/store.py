@@ -14,7 +14,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import aliased
 
 from ..extensions import db
-from ..flowapi.models import parse_timestamp
+from ..flowapi.records import parse_timestamp
 from ..masking import mask_document, mask_text
 from ..models import FlowRecord, PrunedEvent, RejectedDelivery, RejectionTally, UtcDateTime, WebhookEvent, utc_now
 from ..paging import KeysetPage, newest_first

@@ -206,7 +206,7 @@ def _live_year(app, now: datetime):
 def _decide_recent(app, chooser: random.Random, count: int, now: datetime) -> None:
     """The index writer records 10 decisions of flows created in the last two days (their quarters get dirty)."""
     from portal.extensions import db
-    from portal.flowapi.models import FlowSummary
+    from portal.flowapi.records import FlowSummary
     from portal.flowindex.observations import from_summary
     from portal.flowindex.store import apply_observations
 
