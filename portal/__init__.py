@@ -20,13 +20,25 @@ from .views import insights as insights_pages  # the name `insights` is portal.i
 from .views import worklists as worklist_pages  # likewise portal.worklists
 from .webhooks import intake, receiver
 
+PACKAGE_DIR = Path(__file__).resolve().parent
 # Flask keys a test or deployment may pass in `config` beside the DESIGN §2 settings.
 FLASK_KEYS = ("TESTING", "WTF_CSRF_ENABLED", "SERVER_NAME", "RATELIMIT_ENABLED", "PREFERRED_URL_SCHEME")
 
 
+def _asset_folder(name: str) -> str:
+    """templates/ or static/: inside the package when installed from a wheel, beside it in a checkout."""
+    installed = PACKAGE_DIR / name
+    return str(installed if installed.is_dir() else PACKAGE_DIR.parent / name)
+
+
 def create_app(config: Mapping | None = None) -> Flask:
     """Build the portal. `config` replaces the environment (and `.env`) when given."""
-    app = Flask(__name__, template_folder="../templates", static_folder="../static", instance_relative_config=True)
+    app = Flask(
+        __name__,
+        template_folder=_asset_folder("templates"),
+        static_folder=_asset_folder("static"),
+        instance_relative_config=True,
+    )
     settings = _load_settings(app, config)
     _configure(app, settings, config or {})
     logs.init_app(app, settings.log_level)  # first: its hooks time and log every request, redirected ones too
