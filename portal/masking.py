@@ -7,6 +7,9 @@ so the mask tells a reader no more than the birth date does. Pure functions, no 
 
 import re
 import unicodedata
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar, overload
 
 from stdnum import luhn
 from stdnum.fi import hetu
@@ -135,7 +138,14 @@ def mask_national_id(value) -> str:
     return MASK * len(text) or EMPTY
 
 
-def mask_text(text):
+_T = TypeVar("_T")
+
+
+@overload
+def mask_text(text: str) -> str: ...
+@overload
+def mask_text(text: _T) -> _T: ...
+def mask_text(text: object) -> object:
     """The text with every id-shaped number in it masked; anything not a string is returned as it is."""
     if not isinstance(text, str) or not text:
         return text
@@ -143,7 +153,7 @@ def mask_text(text):
     text = _NORWEGIAN_IN_TEXT.sub(_masked, text)
     text = _SWEDISH_DIGITS_IN_TEXT.sub(_masked_if_personnummer, text)
     for pattern, valid in _GLUED_IN_TEXT:
-        text = pattern.sub(lambda match, valid=valid: _masked_if_valid(match, valid), text)
+        text = pattern.sub(partial(_masked_if_valid, valid=valid), text)
     return text
 
 
@@ -194,7 +204,7 @@ def _masked_if_personnummer(match: re.Match) -> str:
     return _masked(match) if _swedish(match[0]) else match[0]
 
 
-def _masked_if_valid(match: re.Match, valid) -> str:
+def _masked_if_valid(match: re.Match[str], valid: Callable[[str], bool]) -> str:
     """Mask the match when `valid` says it is an id, whatever separator it was written with."""
     return _masked(match) if valid(match[0]) else match[0]
 

@@ -1,7 +1,8 @@
 """`FlowClient`: the portal's only way to the Flow Service."""
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import TypeVar
 from urllib.parse import quote
 
 from ..settings import Settings
@@ -10,9 +11,11 @@ from .records import CreatedFlow, FlowDetail, FlowPage
 from .tokens import ClientCredentialsProvider, SelfSignedJwtProvider, TokenProvider
 from .transport import Transport
 
+_T = TypeVar("_T")
+
 
 class FlowClient:
-    def __init__(self, transport: Transport):
+    def __init__(self, transport: Transport) -> None:
         self.transport = transport
 
     @property
@@ -57,7 +60,7 @@ class FlowClient:
 
 
 @contextmanager
-def _required_endpoint(what: str):
+def _required_endpoint(what: str) -> Iterator[None]:
     """A 404 from a path the service must have means the portal is pointed at the wrong address."""
     try:
         yield
@@ -74,20 +77,27 @@ def _refuses_sandbox(settings: Settings) -> bool:
     return settings.environment == "production"
 
 
+def _required(value: _T | None, name: str) -> _T:
+    """A setting the auth mode requires: load_settings refuses to load without it, so None is a bug."""
+    if value is None:
+        raise ValueError(f"{name} is required with this FLOW_AUTH_MODE")
+    return value
+
+
 def build_provider(settings: Settings) -> TokenProvider:
     timeout = (settings.connect_timeout, settings.read_timeout)
     if settings.auth_mode == "self_signed_jwt":
         return SelfSignedJwtProvider(
-            private_key=settings.jwt_private_key,
-            kid=settings.jwt_kid,
-            issuer=settings.jwt_issuer,
-            audience=settings.jwt_audience,
+            private_key=_required(settings.jwt_private_key, "FLOW_JWT_PRIVATE_KEY"),
+            kid=_required(settings.jwt_kid, "FLOW_JWT_KID"),
+            issuer=_required(settings.jwt_issuer, "FLOW_JWT_ISSUER"),
+            audience=_required(settings.jwt_audience, "FLOW_JWT_AUDIENCE"),
             lifetime=settings.jwt_lifetime,
         )
     return ClientCredentialsProvider(
-        token_url=settings.token_url,
-        client_id=settings.client_id,
-        client_secret=settings.client_secret,
+        token_url=_required(settings.token_url, "FLOW_TOKEN_URL"),
+        client_id=_required(settings.client_id, "FLOW_CLIENT_ID"),
+        client_secret=_required(settings.client_secret, "FLOW_CLIENT_SECRET"),
         scopes=settings.scopes,
         auth_method=settings.token_auth_method,
         leeway=settings.token_leeway,

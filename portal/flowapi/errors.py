@@ -5,12 +5,22 @@ Messages never carry a secret, a token or a request body: they are safe to log a
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 
 @dataclass(frozen=True)
 class FieldError:
     field: str
     message: str
+
+
+class ErrorContext(TypedDict, total=False):
+    """The keyword arguments every FlowApiError takes besides its message."""
+
+    status: int | None
+    code: str | None
+    request_id: str | None
+    reason: str | None
 
 
 class FlowApiError(Exception):
@@ -33,7 +43,7 @@ class FlowApiError(Exception):
         code: str | None = None,
         request_id: str | None = None,
         reason: str | None = None,
-    ):
+    ) -> None:
         super().__init__(message or reason or self.summary)
         self.status = status
         self.code = code
@@ -79,7 +89,9 @@ class Conflict(FlowApiError):
 class ValidationFailed(FlowApiError):
     summary = "The Flow Service rejected the input."
 
-    def __init__(self, message: str = "", *, details: list[FieldError] | None = None, **kwargs):
+    def __init__(
+        self, message: str = "", *, details: list[FieldError] | None = None, **kwargs: Unpack[ErrorContext]
+    ) -> None:
         super().__init__(message, **kwargs)
         self.details = details or []
 
@@ -87,7 +99,7 @@ class ValidationFailed(FlowApiError):
 class RateLimited(FlowApiError):
     summary = "The Flow Service asks us to slow down."
 
-    def __init__(self, message: str = "", *, retry_after: float | None = None, **kwargs):
+    def __init__(self, message: str = "", *, retry_after: float | None = None, **kwargs: Unpack[ErrorContext]) -> None:
         super().__init__(message, **kwargs)
         self.retry_after = retry_after
 

@@ -37,17 +37,18 @@ def _plain_text(text: str, request_id: str | None) -> str | None:
     return safe_reason(text, request_id=request_id) if 0 < len(text) <= 1000 else None
 
 
-def _code(body: dict, status: int) -> str:
+def _code(body: dict[str, Any], status: int) -> str:
     errors = body.get("errors")
     first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
-    problem_type = body.get("type") if isinstance(body.get("type"), str) else ""
+    problem_type = body.get("type")
+    problem_type = problem_type if isinstance(problem_type, str) else ""
     for candidate in (body.get("error"), body.get("code"), first.get("code"), problem_type.rstrip("/").rsplit("/")[-1]):
         if isinstance(candidate, str) and _CODE.fullmatch(candidate) and candidate != "about:blank":
             return candidate
     return f"http_{status}"
 
 
-def _first_reason(source: dict, names: tuple[str, ...], request_id: str | None) -> str | None:
+def _first_reason(source: dict[str, Any], names: tuple[str, ...], request_id: str | None) -> str | None:
     for name in names:
         reason = safe_reason(source.get(name), request_id=request_id)
         if reason:
@@ -55,7 +56,7 @@ def _first_reason(source: dict, names: tuple[str, ...], request_id: str | None) 
     return None
 
 
-def _reason(body: dict, details: list[FieldError], request_id: str | None) -> str | None:
+def _reason(body: dict[str, Any], details: list[FieldError], request_id: str | None) -> str | None:
     reason = _first_reason(body, ("detail", "message", "error_description", "title"), request_id)
     if reason:
         return reason
@@ -64,8 +65,8 @@ def _reason(body: dict, details: list[FieldError], request_id: str | None) -> st
     return "; ".join(general or [f"{d.field}: {d.message}" for d in details]) or None
 
 
-def _details(body: dict, request_id: str | None) -> list[FieldError]:
-    items = []
+def _details(body: dict[str, Any], request_id: str | None) -> list[FieldError]:
+    items: list[dict[str, Any]] = []
     for key in ("details", "invalid-params", "invalid_params", "errors", "violations"):
         value = body.get(key)
         if isinstance(value, list):
@@ -78,8 +79,9 @@ def _details(body: dict, request_id: str | None) -> list[FieldError]:
     return found
 
 
-def _field_name(item: dict) -> str:
-    source = item.get("source") if isinstance(item.get("source"), dict) else {}
+def _field_name(item: dict[str, Any]) -> str:
+    source = item.get("source")
+    source = source if isinstance(source, dict) else {}
     for candidate in (*(item.get(key) for key in FIELD_KEYS), source.get("pointer"), source.get("parameter")):
         if isinstance(candidate, str) and candidate:
             # "/data/attributes/lastName", "body.lastName", "lastName" all name lastName

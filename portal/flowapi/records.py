@@ -30,12 +30,12 @@ MAX_POSITION_PARAMS = 4
 LIST_KEYS = ("data", "items", "flows", "results")  # the spec's `data` first
 
 
-def _text(source: dict, name: str) -> str | None:
+def _text(source: dict[str, Any], name: str) -> str | None:
     value = source.get(name)
     return value[:MAX_TEXT] if isinstance(value, str) else None
 
 
-def _identifier(source: dict, *names: str) -> str | None:
+def _identifier(source: dict[str, Any], *names: str) -> str | None:
     """An id given as text or as a number (a `flowNumber` or a numeric id)."""
     for name in names:
         value = source.get(name)
@@ -46,7 +46,7 @@ def _identifier(source: dict, *names: str) -> str | None:
     return None
 
 
-def _integer(source: dict, name: str) -> int | None:
+def _integer(source: dict[str, Any], name: str) -> int | None:
     value = source.get(name)
     if isinstance(value, bool):
         return None
@@ -70,11 +70,11 @@ def read_flag(value: Any) -> bool | None:
     return None
 
 
-def _flag(source: dict, name: str) -> bool | None:
+def _flag(source: dict[str, Any], name: str) -> bool | None:
     return read_flag(source.get(name))
 
 
-def _object(source: dict, name: str) -> dict:
+def _object(source: dict[str, Any], name: str) -> dict[str, Any]:
     value = source.get(name)
     return value if isinstance(value, dict) else {}
 
@@ -113,7 +113,7 @@ def _unread_time(value: Any) -> str | None:
     return str(value)[:64]
 
 
-def _require_object(payload: Any, what: str) -> dict:
+def _require_object(payload: Any, what: str) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise UpstreamProtocolError(f"The {what} is not a JSON object")
     return payload
@@ -136,7 +136,7 @@ class FlowSummary:
     status: str | None
     reference_id: str | None
     created_at: datetime | None
-    raw: dict = field(repr=False, compare=False)
+    raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
     def from_json(cls, item: Any) -> "FlowSummary":
@@ -169,7 +169,7 @@ class FlowPage:
     items: list[FlowSummary]
     has_more: bool | None
     next_position: dict[str, str] | None
-    raw: dict = field(repr=False, compare=False)
+    raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
     def from_json(cls, payload: Any) -> "FlowPage":
@@ -196,7 +196,7 @@ class FlowPage:
         return sum(1 for item in self.items if not item.id)
 
 
-def _continuation(payload: dict, count: int) -> dict[str, str] | None:
+def _continuation(payload: dict[str, Any], count: int) -> dict[str, str] | None:
     """The query parameters of the next page when the service says them itself."""
     links = _object(payload, "_links") or _object(payload, "links")
     link = payload.get("next")
@@ -228,10 +228,10 @@ class CreatedFlow:
 
     flow_id: str | None  # None: the service accepted the flow but did not say which id it got
     reference_id: str | None
-    raw: dict = field(repr=False, compare=False)
+    raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
-    def from_reply(cls, payload: Any, headers: dict | None = None) -> "CreatedFlow":
+    def from_reply(cls, payload: Any, headers: dict[str, str] | None = None) -> "CreatedFlow":
         payload = payload if isinstance(payload, dict) else {}
         flow = _object(payload, "flow")
         self_link = _object(payload, "_links").get("self")
@@ -288,7 +288,7 @@ class FlowData:
     organization_number: str | None
 
     @classmethod
-    def from_json(cls, data: dict) -> "FlowData":
+    def from_json(cls, data: dict[str, Any]) -> "FlowData":
         return cls(
             national_id=_text(data, "nationalId"),
             last_name=_text(data, "lastName"),
@@ -322,12 +322,12 @@ class FlowDetail:
     flow_definition_id: str | None
     version_tag: str | None
     sandbox: bool | None
-    sandbox_config: dict
+    sandbox_config: dict[str, Any]
     data: FlowData
     actions: list[str]
     self_link: str | None
     tasks_link: str | None
-    raw: dict = field(repr=False, compare=False)
+    raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
     def from_json(cls, payload: Any, requested_id: str | None = None) -> "FlowDetail":

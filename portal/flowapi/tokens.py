@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
@@ -20,6 +20,7 @@ from joserfc import jwt
 from .. import metrics
 from ..rsakeys import load_private_key
 from .errors import (
+    ErrorContext,
     FlowApiError,
     InsufficientScope,
     RateLimited,
@@ -56,7 +57,7 @@ class TokenProvider(Protocol):
 
     def invalidate(self, token: str) -> None: ...
 
-    def describe(self) -> dict: ...
+    def describe(self) -> dict[str, Any]: ...
 
 
 class ClientCredentialsProvider:
@@ -127,7 +128,7 @@ class ClientCredentialsProvider:
             if self._current and self._current.access_token == token:
                 self._current = None
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         self.token()
         current = self._current
         if current is None:  # invalidated by another thread meanwhile
@@ -219,7 +220,7 @@ class _Token:
     renew_at: float | None  # on the provider's clock; None: no lifetime given, renewed on a 401 only
 
     @classmethod
-    def of(cls, answer: dict, *, leeway: float, fetched_at: float) -> "_Token":
+    def of(cls, answer: dict[str, Any], *, leeway: float, fetched_at: float) -> "_Token":
         lifetime = _lifetime(answer.get("expires_in"))
         # A leeway as long as the lifetime would fetch a token for every call: renew at half-life at the earliest.
         renew_at = None if lifetime is None else fetched_at + lifetime - min(leeway, lifetime / 2)
@@ -303,7 +304,7 @@ def _read_token_answer(response: requests.Response) -> requests.Response:
     return response
 
 
-def _json_object(response: requests.Response) -> dict | None:
+def _json_object(response: requests.Response) -> dict[str, Any] | None:
     try:
         body = response.json()
     except (ValueError, RecursionError):
@@ -311,11 +312,11 @@ def _json_object(response: requests.Response) -> dict | None:
     return body if isinstance(body, dict) else None
 
 
-def _lifetime(value) -> int | float | None:
+def _lifetime(value: object) -> int | float | None:
     """`expires_in` as seconds: a number or a string of ASCII digits; None when absent (RFC 6749 §5.1)."""
     if value is None:
         return None
-    seconds = None
+    seconds: int | float | None = None
     if isinstance(value, str) and _SECONDS.fullmatch(value.strip()):
         seconds = int(value.strip())
     elif (isinstance(value, int) and not isinstance(value, bool)) or (
@@ -330,13 +331,14 @@ def _lifetime(value) -> int | float | None:
     return seconds
 
 
-def _kind(value) -> str:
-    return {dict: "an object", list: "a list"}.get(type(value), type(value).__name__)
+def _kind(value: object) -> str:
+    kinds: dict[type, str] = {dict: "an object", list: "a list"}
+    return kinds.get(type(value), type(value).__name__)
 
 
-def _oauth_error(error, description: str | None, status: int | None) -> FlowApiError:
+def _oauth_error(error: object, description: str | None, status: int | None) -> FlowApiError:
     code = _error_code(error)
-    common = {"status": status, "code": code, "reason": description}
+    common: ErrorContext = {"status": status, "code": code, "reason": description}
     if code in BAD_CREDENTIALS:
         message = "The identity provider refused the client id or secret (FLOW_CLIENT_ID / FLOW_CLIENT_SECRET)"
         return Unauthorized(_sentence(message, description), **common)
@@ -347,11 +349,11 @@ def _oauth_error(error, description: str | None, status: int | None) -> FlowApiE
     return TokenRequestRefused(_sentence(f"The identity provider {what} ({code})", description), **common)
 
 
-def _error_code(error) -> str:
+def _error_code(error: object) -> str:
     return error if isinstance(error, str) and _ERROR_CODE.fullmatch(error) else "token_error"
 
 
-def _description(text) -> str | None:
+def _description(text: object) -> str | None:
     """The provider's `error_description` fit for a message: printable, redacted, short."""
     if not isinstance(text, str):
         return None
@@ -373,14 +375,14 @@ def _retry_after(response: requests.Response) -> float | None:
 
 
 def _backoff(attempt: int) -> float:
-    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt)
+    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2.0**attempt)
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
 class SelfSignedJwtProvider:
     """A fresh RS256 JWT for every request (seed §5.3); nothing is cached or fetched."""
 
-    def __init__(self, *, private_key: Path, kid: str, issuer: str, audience: str, lifetime: int):
+    def __init__(self, *, private_key: Path, kid: str, issuer: str, audience: str, lifetime: int) -> None:
         self._key = load_private_key(private_key)
         self._kid, self._issuer, self._audience, self._lifetime = kid, issuer, audience, lifetime
 
@@ -399,5 +401,5 @@ class SelfSignedJwtProvider:
     def invalidate(self, token: str) -> None:
         """Nothing to drop: the next request signs a new JWT anyway."""
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"lifetime": self._lifetime, "scopes": "(registered with the key by the operator)"}

@@ -21,6 +21,7 @@ from requests.adapters import HTTPAdapter
 from .. import metrics, requestid
 from .errors import (
     Conflict,
+    ErrorContext,
     FlowApiError,
     InsufficientScope,
     NotFound,
@@ -68,7 +69,7 @@ class Reply:
 
     status: int
     payload: Any
-    headers: dict
+    headers: dict[str, str]
 
 
 class Transport:
@@ -83,7 +84,7 @@ class Transport:
         retry_budget: float,
         pool_size: int = 32,
         refuse_sandbox: bool = False,
-    ):
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.provider = provider
         self.timeout = (connect_timeout, read_timeout)
@@ -94,7 +95,7 @@ class Transport:
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
 
-    def get(self, path: str, params: dict | None = None) -> Any:
+    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         """The JSON of a GET; a 2xx without a JSON body is a protocol error."""
         reply = self._send("GET", path, params=params, idempotent=True)
         if reply.payload is None:
@@ -103,7 +104,7 @@ class Transport:
             )
         return reply.payload
 
-    def post(self, path: str, body: dict) -> Reply:
+    def post(self, path: str, body: dict[str, Any]) -> Reply:
         """A POST's reply; its body may be empty (a `Location` header can say what was created)."""
         return self._send("POST", path, body=body, idempotent=False)
 
@@ -114,7 +115,15 @@ class Transport:
             error.reached_api = False  # nothing was sent to the Flow API: surely nothing was created
             raise
 
-    def _send(self, method: str, path: str, *, params=None, body=None, idempotent: bool) -> Reply:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: dict[str, Any] | None = None,
+        idempotent: bool,
+    ) -> Reply:
         deadline = time.monotonic() + self.retry_budget
         attempt, renewed = 0, False
         while True:
@@ -139,23 +148,40 @@ class Transport:
             time.sleep(delay)
             attempt += 1
 
-    def _attempt(self, method, path, params, body, token, request_id):
+    def _attempt(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None,
+        body: dict[str, Any] | None,
+        token: str,
+        request_id: str,
+    ) -> tuple[Reply | FlowApiError, float | None]:
         """One request, timed and counted: the parsed answer, or a FlowApiError (with a Retry-After delay if any)."""
         started = time.monotonic()
         outcome, retry_after = self._exchange(method, path, params, body, token, request_id)
         elapsed = time.monotonic() - started
-        metrics.observe_upstream(method, outcome_kind(outcome if isinstance(outcome, FlowApiError) else None), elapsed)
+        error = outcome if isinstance(outcome, FlowApiError) else None
+        metrics.observe_upstream(method, outcome_kind(error), elapsed)
         log.debug(
             "flowapi: %s %s -> %s in %.0f ms (request %s)",
             method,
             path,
-            outcome.status or outcome.code,
+            outcome.status or (error.code if error else None),
             elapsed * 1000,
             request_id,
         )
         return outcome, retry_after
 
-    def _exchange(self, method, path, params, body, token, request_id):
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None,
+        body: dict[str, Any] | None,
+        token: str,
+        request_id: str,
+    ) -> tuple[Reply | FlowApiError, float | None]:
         headers = {"Authorization": f"Bearer {token}", REQUEST_ID_HEADER: request_id, "Accept": "application/json"}
         try:
             response = self.session.request(
@@ -207,7 +233,7 @@ def _retryable(error: FlowApiError) -> FlowApiError:
 
 
 def _backoff(attempt: int) -> float:
-    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt)
+    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2.0**attempt)
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
@@ -252,7 +278,7 @@ def _parse(response: requests.Response, request_id: str) -> Reply:
 
 def _error_for(status: int, body: Any, request_id: str, response: requests.Response) -> FlowApiError:
     problem = read_problem(status, body, _text_of(response), request_id)
-    common = {"status": status, "code": problem.code, "request_id": request_id, "reason": problem.reason}
+    common: ErrorContext = {"status": status, "code": problem.code, "request_id": request_id, "reason": problem.reason}
     if status in (400, 413, 422):
         return ValidationFailed(details=problem.details, **common)
     if status == 409:
