@@ -1,0 +1,150 @@
+"""Contracts of portal/flowapi that mutation testing found unguarded: how each answer of the service is read.
+
+The service is a small stand-in served over real HTTP (it answers what a test sets, which the sandbox cannot);
+tokens come from the sandbox's identity provider.
+"""
+
+import json
+import logging
+
+import pytest
+from altservice import LAST_NAME_REASON
+from flask import Flask, Response
+from support import portal_config
+
+from portal.flowapi import (
+    Conflict,
+    EndpointNotFound,
+    FieldError,
+    InsufficientScope,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+    UpstreamProtocolError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    ValidationFailed,
+    build_client,
+)
+from portal.settings import load_settings
+
+NATIONAL_ID = "15108695088"
+
+
+class Upstream:
+    """A Flow API that answers every call with `status`, `body` and `content_type`, and counts the calls."""
+
+    def __init__(self, serve):
+        self.status, self.body, self.content_type, self.calls = 200, "{}", "application/json", 0
+        app = Flask("upstream")
+
+        @app.route("/api/<path:path>", methods=["GET", "POST"])
+        def answer(path):
+            self.calls += 1
+            return Response(self.body, self.status, content_type=self.content_type)
+
+        self.url = serve(app)
+
+    def answers(self, status: int, body: str, content_type: str = "application/json") -> None:
+        self.status, self.body, self.content_type = status, body, content_type
+
+
+@pytest.fixture
+def upstream(serve) -> Upstream:
+    return Upstream(serve)
+
+
+@pytest.fixture
+def client(sandbox, upstream):
+    """The portal's client: the API is the stand-in, the token endpoint the sandbox's."""
+    config = portal_config(sandbox.url, "sqlite://", FLOW_API_URL=upstream.url, FLOW_RETRY_BUDGET="1")
+    return build_client(load_settings(config, testing=True))
+
+
+def create(client):
+    return client.create_flow(NATIONAL_ID, "Nordmann", "https://lender.example/done")
+
+
+DESIGN_ERROR = '{"error": "some_code", "message": "Refused by the stand-in"}'
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (400, ValidationFailed),
+        (413, ValidationFailed),
+        (422, ValidationFailed),
+        (409, Conflict),
+        (401, Unauthorized),
+        (403, InsufficientScope),
+        (404, EndpointNotFound),  # the create endpoint must exist: a 404 is a wrong address
+        (410, EndpointNotFound),
+        (429, RateLimited),
+        (408, UpstreamTimeout),
+        (504, UpstreamTimeout),
+        (500, UpstreamUnavailable),
+        (503, UpstreamUnavailable),
+        (418, UpstreamProtocolError),
+    ],
+)
+def test_each_refusal_of_a_create_is_its_own_error(client, upstream, status, expected):
+    upstream.answers(status, DESIGN_ERROR)
+    with pytest.raises(Exception) as raised:
+        create(client)
+    error = raised.value
+    assert type(error) is expected
+    assert (error.status, error.code) == (status, "some_code")
+    if expected is not EndpointNotFound:  # that one says what is wrong with the address instead
+        assert error.reason == "Refused by the stand-in"
+    assert upstream.calls == (2 if status == 401 else 1), "a POST is never repeated, except once with a new token"
+
+
+@pytest.mark.parametrize("status", [404, 410])
+def test_a_flow_that_is_not_there_is_not_found(client, upstream, status):
+    upstream.answers(status, DESIGN_ERROR)
+    with pytest.raises(NotFound) as raised:
+        client.get_flow("00000000-0000-4000-8000-000000000000")
+    assert type(raised.value) is NotFound and raised.value.status == status
+
+
+def test_a_422_on_create_is_a_validation_failure_with_the_field_named(sandbox, alt):
+    """The alternative service refuses the last name with 422 (the sandbox answers 400)."""
+    alt.set(create="invalid")
+    config = portal_config(
+        alt.url, "sqlite://", FLOW_REALM="alt", FLOW_CLIENT_ID="alt-client", FLOW_CLIENT_SECRET="alt-secret"
+    )
+    client = build_client(load_settings(config, testing=True))
+    with pytest.raises(ValidationFailed) as raised:
+        create(client)
+    assert raised.value.status == 422 and raised.value.code == "validation_error"
+    assert list(raised.value.details) == [FieldError("lastName", LAST_NAME_REASON)]
+
+
+def test_national_ids_in_the_services_words_are_masked(client, upstream):
+    body = {
+        "error": "duplicate",
+        "message": f"Person {NATIONAL_ID} has an open flow",
+        "details": [{"field": "nationalId", "message": f"{NATIONAL_ID} is taken"}],
+    }
+    upstream.answers(422, json.dumps(body))
+    with pytest.raises(ValidationFailed) as raised:
+        create(client)
+    [detail] = raised.value.details
+    assert raised.value.reason.startswith("Person ") and raised.value.reason.endswith(" has an open flow")
+    assert detail.field == "nationalId" and detail.message.endswith(" is taken")
+    for text in (raised.value.reason, detail.message, str(raised.value)):
+        assert NATIONAL_ID not in text
+
+
+def test_a_national_id_in_plain_text_or_withheld_internals_is_masked(client, upstream, caplog):
+    upstream.answers(503, f"No capacity for {NATIONAL_ID} right now", "text/plain")
+    with pytest.raises(UpstreamUnavailable) as raised:
+        create(client)
+    assert raised.value.reason.startswith("No capacity for ") and NATIONAL_ID not in raised.value.reason
+    upstream.answers(500, f"java.lang.IllegalStateException: person {NATIONAL_ID}", "text/plain")
+    with caplog.at_level(logging.WARNING, logger="portal.flowapi"), pytest.raises(UpstreamUnavailable) as raised:
+        create(client)
+    assert raised.value.reason is None, "internals are not shown to staff"
+    withheld = [record.getMessage() for record in caplog.records if "withheld" in record.getMessage()]
+    assert withheld and "IllegalStateException" in withheld[0]
+    assert NATIONAL_ID not in caplog.text
