@@ -1,0 +1,120 @@
+"""Contracts of the flow pages that mutation testing found unguarded: resending a refused create, failures that
+surely created nothing, and pages the browser must not keep."""
+
+import socket
+
+import pytest
+import requests
+import responses
+from altservice import LAST_NAME_REASON
+from support import form_data, sign_in
+
+from portal.extensions import db
+from portal.models import CreateSubmission, User
+
+SENT_ALREADY = "was sent already"
+MAYBE_CREATED = "may have been created"
+
+
+def operator_of(app):
+    """A test client signed in as a new operator of `app`."""
+    with app.app_context():
+        user = User(username="operator", role="operator")
+        user.set_password("correct horse battery")
+        db.session.add(user)
+        db.session.commit()
+    client = app.test_client()
+    assert sign_in(client, "operator").status_code == 302
+    return client
+
+
+def submissions(app) -> int:
+    with app.app_context():
+        return db.session.query(CreateSubmission).count()
+
+
+@pytest.fixture
+def alt_app(make_app, alt):
+    return make_app(
+        sandbox_url=alt.url,
+        FLOW_REALM="alt",
+        FLOW_CLIENT_ID="alt-client",
+        FLOW_CLIENT_SECRET="alt-secret",
+        WTF_CSRF_ENABLED=False,
+    )
+
+
+def test_a_form_refused_with_422_is_sent_again_once_corrected(alt_app, alt):
+    staff = operator_of(alt_app)
+    data = form_data(staff, last_name="Refused")
+    alt.set(create="invalid")
+    refused = staff.post("/flows/new", data=data)
+    assert refused.status_code == 422
+    assert LAST_NAME_REASON in refused.text and MAYBE_CREATED not in refused.text
+    assert submissions(alt_app) == 0, "nothing was created: the form's token is free again"
+    alt.set(create="design")
+    corrected = staff.post("/flows/new", data=data | {"last_name": "Nordmann"})
+    assert corrected.status_code == 302, corrected.text
+    assert corrected.headers["Location"].startswith("/flows/") and corrected.headers["Location"] != "/flows"
+    assert alt.counts["create"] == 2 and alt.flows[0].last_name == "Nordmann"
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def assert_surely_not_created(app, data: dict) -> None:
+    """The create failed before the service could act: said so, and the same form can be sent again at once."""
+    staff = operator_of(app)
+    data = form_data(staff) | data
+    first = staff.post("/flows/new", data=data)
+    assert first.status_code in (502, 503, 504), first.status_code
+    assert "The flow was not created" in first.text and MAYBE_CREATED not in first.text
+    assert submissions(app) == 0
+    again = staff.post("/flows/new", data=data)
+    assert again.status_code == first.status_code and SENT_ALREADY not in again.text
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_an_unreachable_or_unverifiable_service_surely_created_nothing(make_app, sandbox, scheme):
+    """Nothing listens at the address (unreachable), or it does not speak TLS (the handshake fails)."""
+    port = closed_port() if scheme == "http" else int(sandbox.url.rsplit(":", 1)[1])
+    app = make_app(FLOW_API_URL=f"{scheme}://127.0.0.1:{port}", FLOW_OIDC_URL=sandbox.url, WTF_CSRF_ENABLED=False)
+    assert_surely_not_created(app, {})
+
+
+@responses.activate
+def test_a_connect_timeout_surely_created_nothing(make_app, sandbox):
+    """A connect timeout (the sandbox cannot make one) means the request never left."""
+    api = "http://flow-api.invalid"
+    responses.add_passthru(sandbox.url)
+    responses.add(responses.POST, f"{api}/api/flows", body=requests.ConnectTimeout("connect timed out"))
+    app = make_app(FLOW_API_URL=api, FLOW_OIDC_URL=sandbox.url, WTF_CSRF_ENABLED=False)
+    assert_surely_not_created(app, {})
+
+
+def test_a_read_timeout_may_have_created_the_flow(make_app, sandbox):
+    """The other side of the line: the request reached the service, which did not answer in time."""
+    app = make_app(FLOW_READ_TIMEOUT="0.5", WTF_CSRF_ENABLED=False)
+    staff = operator_of(app)
+    data = form_data(staff)
+    sandbox.fault(mode="timeout", seconds=1.5, count=1)
+    first = staff.post("/flows/new", data=data)
+    assert first.status_code == 504 and MAYBE_CREATED in first.text
+    assert submissions(app) == 1, "the token stays claimed: a resend cannot create a second flow"
+
+
+@pytest.mark.parametrize("path", ["/login", "/flows", "/flows/new", "/events", "/no-such-page"])
+def test_html_pages_are_never_stored_by_the_browser(signed_in, path):
+    staff = signed_in("operator")
+    page = staff.get(path)
+    assert page.mimetype == "text/html"
+    assert page.headers["Cache-Control"] == "no-store"
+
+
+def test_static_files_may_be_cached(client):
+    with client.get("/static/css/portal.css") as answer:
+        assert answer.status_code == 200 and answer.mimetype == "text/css"
+        assert "no-store" not in answer.headers.get("Cache-Control", "")
