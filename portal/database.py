@@ -6,12 +6,14 @@ import logging
 import math
 import sqlite3
 from pathlib import Path
+from typing import Any, cast
 
 from flask import Flask, g
 from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import CursorResult, Engine, make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.sql import Executable
 
 from . import metrics
 from .extensions import db
@@ -22,6 +24,14 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout)
 
 log = logging.getLogger(__name__)
+
+
+def changed_rows(statement: Executable) -> int:
+    """Run an UPDATE or DELETE in the session; how many rows it changed.
+
+    Session.execute is typed as returning a plain Result, which has no rowcount; for DML it is a CursorResult.
+    """
+    return cast(CursorResult[Any], db.session.execute(statement)).rowcount
 
 
 class DatabaseUnavailable(Exception):

@@ -1,13 +1,21 @@
 """The portal's own store: staff users, the audit log, webhook events and rejected deliveries."""
 
 from datetime import date, datetime, timezone
+from typing import TYPE_CHECKING, Any
 
 from flask_login import UserMixin
 from sqlalchemy import Date, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from .extensions import db
+from .extensions import Base, db
+
+if TYPE_CHECKING:
+    Model = Base  # db.Model as a type checker sees it: Flask-SQLAlchemy builds that class from Base at run time
+else:
+    Model = db.Model
 
 ROLES = ("viewer", "operator", "admin")
 # What each role may do; a role includes everything of the roles before it.
@@ -18,22 +26,22 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class UtcDateTime(db.TypeDecorator):
+class UtcDateTime(TypeDecorator[datetime]):
     """Aware UTC datetimes in and out, on SQLite (which keeps no zone) as on PostgreSQL."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value, dialect):
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         return value.astimezone(timezone.utc) if value is not None else None
 
-    def process_result_value(self, value, dialect):
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
-class User(UserMixin, db.Model):
+class User(UserMixin, Model):
     __tablename__ = "users"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -62,14 +70,16 @@ class User(UserMixin, db.Model):
             self.end_sessions()  # a new password ends the sessions the old one opened
 
     def check_password(self, password: str) -> bool:
-        return bool(self.password_hash) and check_password_hash(self.password_hash, password)
+        if not self.password_hash:
+            return False
+        return check_password_hash(self.password_hash, password)
 
     def can(self, role: str) -> bool:
         """True if this user's role is `role` or above it."""
         return ROLE_RANK.get(self.role, -1) >= ROLE_RANK[role]
 
 
-class AuditEntry(db.Model):
+class AuditEntry(Model):
     """Who saw or did what to personal data, and when."""
 
     __tablename__ = "audit_log"
@@ -83,7 +93,7 @@ class AuditEntry(db.Model):
     purpose: Mapped[str | None] = mapped_column(String(255))  # why personal data was looked at (a reveal)
 
 
-class AccessEntry(db.Model):
+class AccessEntry(Model):
     """One look at a person's data, kept under the person's pseudonymous subject key (never the id).
 
     Answers "who looked at this person's data, when and why" (CJEU C-579/21) from a national id typed in.
@@ -102,7 +112,7 @@ class AccessEntry(db.Model):
     source_ip: Mapped[str | None] = mapped_column(String(64))
 
 
-class WebhookEvent(db.Model):
+class WebhookEvent(Model):
     """A verified webhook delivery, stored once per event id."""
 
     __tablename__ = "webhook_events"
@@ -129,7 +139,7 @@ class WebhookEvent(db.Model):
     source_ip: Mapped[str | None] = mapped_column(String(64), index=True)
 
 
-class RejectedDelivery(db.Model):
+class RejectedDelivery(Model):
     """A webhook delivery that failed verification: a sample kept (bounded per source) so a bad secret is visible."""
 
     __tablename__ = "rejected_deliveries"
@@ -150,7 +160,7 @@ class RejectedDelivery(db.Model):
     diagnosis_detail: Mapped[str | None] = mapped_column(String(255))
 
 
-class RejectionTally(db.Model):
+class RejectionTally(Model):
     """How many deliveries were refused, per kind of reason and sending network: counts no flood can evict.
 
     Past TALLY_CAP rows the least recently seen networks are folded into one row per kind, OTHER_NETWORKS.
@@ -166,7 +176,7 @@ class RejectionTally(db.Model):
     last_reason: Mapped[str] = mapped_column(String(255), default="")
 
 
-class PrunedEvent(db.Model):
+class PrunedEvent(Model):
     """The id of an event removed by retention: a later replay of it is a duplicate, not a new event."""
 
     __tablename__ = "pruned_webhook_events"
@@ -175,7 +185,7 @@ class PrunedEvent(db.Model):
     pruned_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
 
 
-class CreateSubmission(db.Model):
+class CreateSubmission(Model):
     """One row per create-flow form, so a double click or a resend creates one flow, not two."""
 
     __tablename__ = "create_submissions"
@@ -197,7 +207,7 @@ NOT_DONE = (
 )
 
 
-class FlowRecord(db.Model):
+class FlowRecord(Model):
     """The portal's index of one flow: what it has seen of it, from every source, newest state winning.
 
     Personal data is kept only as far as search needs it: the national id as a keyed hash and a
@@ -287,7 +297,7 @@ class FlowRecord(db.Model):
     actions: Mapped[str | None] = mapped_column(String(255))  # the retrieve response's actions, comma-separated
 
 
-class FlowIncident(db.Model):
+class FlowIncident(Model):
     """An incident the service reported on a flow (retrieve response or `flow.incident` event).
 
     Open while the service still lists it; `resolved_at` once a fresh retrieve no longer does.
@@ -311,7 +321,7 @@ class FlowIncident(db.Model):
     resolved_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
-class Notification(db.Model):
+class Notification(Model):
     """An outgoing notice (a flow got an incident, or is stuck) on one channel, sent with retries."""
 
     __tablename__ = "notifications"
@@ -335,7 +345,7 @@ class Notification(db.Model):
     sent_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
-class NotificationAttempt(db.Model):
+class NotificationAttempt(Model):
     """One try at delivering a notification: when, how it went, in words an admin can act on."""
 
     __tablename__ = "notification_attempts"
@@ -350,7 +360,7 @@ class NotificationAttempt(db.Model):
     duration_ms: Mapped[int | None] = mapped_column(Integer)
 
 
-class Lease(db.Model):
+class Lease(Model):
     """A named lock held in the database, so one `flows sync` runs at a time across every instance."""
 
     __tablename__ = "leases"
@@ -360,7 +370,7 @@ class Lease(db.Model):
     expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
-class InsightQuarter(db.Model):
+class InsightQuarter(Model):
     """The flow index summed per UTC quarter hour, a cache for insights kept by portal/insight_rollups.py.
 
     What the flows created in the quarter are now (consent status, opened or past, archived, cancelled), and how
@@ -381,7 +391,7 @@ class InsightQuarter(db.Model):
     decisions: Mapped[int] = mapped_column(Integer)
 
 
-class InsightDuration(db.Model):
+class InsightDuration(Model):
     """How many flows created on a UTC day took a time to decision within one log-spaced bucket."""
 
     __tablename__ = "insight_durations"
@@ -391,7 +401,7 @@ class InsightDuration(db.Model):
     flows: Mapped[int] = mapped_column(Integer)
 
 
-class InsightDirty(db.Model):
+class InsightDirty(Model):
     """A UTC quarter hour whose insight figures changed since they were summed; `stamp` grows with each change."""
 
     __tablename__ = "insight_dirty"

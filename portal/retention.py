@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from sqlalchemy import delete, select, tuple_
 
+from .database import changed_rows
 from .extensions import db
 from .flowindex.sync import DatabaseLease
 from .insight_rollups import mark_flows
@@ -50,7 +51,7 @@ def _delete_in_batches(model, keys: tuple, older, renew: Renew | None, before_de
             chosen = tuple_(*keys).in_([tuple(row) for row in found])
         if found and before_delete:
             before_delete(chosen)
-        removed += db.session.execute(delete(model).where(chosen)).rowcount if found else 0
+        removed += changed_rows(delete(model).where(chosen)) if found else 0
         db.session.commit()
         if len(found) < BATCH:
             return removed

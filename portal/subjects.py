@@ -15,6 +15,7 @@ from sqlalchemy import delete, or_, select
 
 from .access_log import subject_key_of, subject_key_of_event
 from .audit import record_audit
+from .database import changed_rows
 from .extensions import db
 from .insight_rollups import mark_flows
 from .models import AccessEntry, AuditEntry, CreateSubmission, FlowRecord, WebhookEvent, utc_now
@@ -86,8 +87,7 @@ def erase(found: SubjectRecords, held: tuple[str, ...], actor: str) -> dict[str,
             continue
         if model is FlowRecord:
             mark_flows(FlowRecord.id.in_([row.id for row in rows]))  # their insight rollups are summed again
-        result = db.session.execute(delete(model).where(model.id.in_([row.id for row in rows])))
-        removed[kind] = result.rowcount
+        removed[kind] = changed_rows(delete(model).where(model.id.in_([row.id for row in rows])))
     summary = ", ".join(f"{kind} {count}" for kind, count in removed.items())
     record_audit(actor, "subject_erase", f"subject {found.subject_key[:12]}: {summary}", commit=False)
     db.session.commit()

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from flask import current_app
 from sqlalchemy import and_, exists, func, or_, select
 
+from ..database import changed_rows
 from ..extensions import db
 from ..flowapi import FlowApiError, FlowClient, FlowDetail, NotFound
 from ..models import FlowRecord, WebhookEvent
@@ -129,7 +130,7 @@ def mark_unknown(flow_id: str, now: datetime) -> bool:
     table = FlowRecord.__table__
     has_events = exists().where(WebhookEvent.flow_id == flow_id)
     query = table.update().where(table.c.flow_id == flow_id, table.c.unknown_at.is_(None), has_events)
-    flagged = db.session.execute(query.values(unknown_at=now)).rowcount
+    flagged = changed_rows(query.values(unknown_at=now))
     db.session.commit()
     return bool(flagged)
 
@@ -138,7 +139,7 @@ def mark_unlisted_stubs(listed_since: datetime, now: datetime) -> int:
     """After a complete sync: flows known only from events, last heard of before `listed_since`, are unknown."""
     table = FlowRecord.__table__
     query = table.update().where(table.c.stub.is_(True), table.c.unknown_at.is_(None), table.c.seen_at < listed_since)
-    count = db.session.execute(query.values(unknown_at=now)).rowcount
+    count = changed_rows(query.values(unknown_at=now))
     db.session.commit()
     return count
 

@@ -9,6 +9,7 @@ from functools import cache
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from ..database import changed_rows
 from ..extensions import db
 from ..insight_rollups import insight_state, mark_changed
 from ..models import FlowRecord
@@ -277,6 +278,6 @@ def mark_gone(listed_since: datetime, archived: bool | None) -> int:
     )
     if archived is not None:
         query = query.where(FlowRecord.archived.is_(archived))
-    count = db.session.execute(query.values(gone_at=listed_since)).rowcount
+    count = changed_rows(query.values(gone_at=listed_since))
     db.session.commit()
     return count

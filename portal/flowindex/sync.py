@@ -20,6 +20,7 @@ from flask import Flask, current_app
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 
+from ..database import changed_rows
 from ..extensions import db
 from ..flowapi import FlowApiError, FlowClient, FlowPage, NotFound
 from ..listing import NO_WAY_ON, SAME_POSITION, fingerprint, next_step, repeats_previous_page
@@ -135,7 +136,7 @@ class DatabaseLease:
         held = {"holder": self.holder, "expires_at": now + self.ttl}
         free = or_(table.c.holder.is_(None), table.c.expires_at.is_(None), table.c.expires_at < now)
         try:
-            if not db.session.execute(table.update().where(table.c.name == self.name, free).values(held)).rowcount:
+            if not changed_rows(table.update().where(table.c.name == self.name, free).values(held)):
                 db.session.execute(table.insert().values(name=self.name, **held))
             db.session.commit()
         except IntegrityError:  # the row exists and is held, or another instance created it just now
@@ -150,7 +151,7 @@ class DatabaseLease:
         if self.renewed_at is not None and now - self.renewed_at < RENEW_AFTER:
             return
         extend = table.update().where(table.c.name == self.name, table.c.holder == self.holder)
-        kept = db.session.execute(extend.values(expires_at=now + self.ttl)).rowcount
+        kept = changed_rows(extend.values(expires_at=now + self.ttl))
         db.session.commit()
         if not kept:
             raise LeaseLost(self.name)

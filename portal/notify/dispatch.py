@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import func, select, update
 
+from ..database import changed_rows
 from ..extensions import db
 from ..models import Notification, NotificationAttempt
 from .email import send_mail
@@ -60,13 +61,13 @@ def claim_due(now: datetime, limit: int = CLAIM_BATCH) -> list[int]:
 
 def _take(row_id: int, attempts: int, now: datetime) -> bool:
     """The conditional claim: only if nobody counted an attempt since the row was read (SQLite has no row locks)."""
-    taken = db.session.execute(
+    taken = changed_rows(
         update(Notification)
         .where(Notification.id == row_id, Notification.attempts == attempts, _due(now))
         .values(attempts=attempts + 1, next_attempt_at=now + CLAIM_LEASE)
         .execution_options(synchronize_session=False)
     )
-    return taken.rowcount == 1
+    return taken == 1
 
 
 def deliver(settings, channel: str, subject: str, message: dict, now: datetime) -> Outcome:

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import select, update
 
+from ..database import changed_rows
 from ..extensions import db
 from ..models import Notification, NotificationAttempt
 from ..paging import KeysetPage, newest_first
@@ -56,11 +57,11 @@ def queue_test(settings, now: datetime) -> tuple[str, ...]:
 
 def retry_now(notification_id: int, now: datetime) -> bool:
     """A failed notice gets one more attempt, due now; False when it is not a failed one."""
-    retried = db.session.execute(
+    retried = changed_rows(
         update(Notification)
         .where(Notification.id == notification_id, Notification.status == "failed")
         .values(status="pending", next_attempt_at=now)
         .execution_options(synchronize_session=False)
     )
     db.session.commit()
-    return retried.rowcount == 1
+    return retried == 1

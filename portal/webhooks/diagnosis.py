@@ -12,10 +12,12 @@ import hmac
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from flask_babel import lazy_gettext as _l
+
+from .schemes import HeaderSource
 
 TOLERANCE_SECONDS = 5 * 60
 MAX_VARIANTS = 12  # altered bodies tried per delivery: each costs one HMAC per configured secret
@@ -24,6 +26,9 @@ MAX_HEADERS_LOOKED_AT = 40
 BOM = b"\xef\xbb\xbf"
 _HEX_SHA256 = re.compile(r"(?:sha256=)?([0-9a-fA-F]{64})")
 _INTEGER = re.compile(r"-?\d+")
+# Whether a signature computed with a key over a body matches the delivery's; how a secret becomes an HMAC key.
+Matcher = Callable[[bytes, bytes], bool]
+KeyOf = Callable[[str], bytes]
 
 TITLES = {
     "stale_timestamp": _l("Timestamp outside the 5-minute tolerance"),
@@ -77,7 +82,7 @@ class Delivery:
     """One refused delivery and what the portal is configured with."""
 
     body: bytes
-    headers: Mapping
+    headers: HeaderSource
     scheme: str
     secrets: tuple[str, ...] = field(repr=False)
     retired: tuple[str, ...] = field(repr=False)
@@ -140,7 +145,7 @@ def _diagnose_standard(delivery: Delivery, kind: str) -> Diagnosis:
     return _standard_signature(delivery, matches, given)
 
 
-def _standard_signature(delivery: Delivery, matches, given: list[str]) -> Diagnosis:
+def _standard_signature(delivery: Delivery, matches: Matcher, given: list[bytes]) -> Diagnosis:
     retired = _first_match(delivery.retired, delivery.body, matches, _whsec_key)
     if retired is not None:
         return _retired(retired)
@@ -193,7 +198,7 @@ def _standard_entries(header: str) -> list[bytes]:
     return decoded
 
 
-def _standard_matcher(signed_prefix: bytes, given: list[bytes]) -> Callable[[bytes, bytes], bool]:
+def _standard_matcher(signed_prefix: bytes, given: list[bytes]) -> Matcher:
     def matches(key: bytes, body: bytes) -> bool:
         digest = hmac.new(key, signed_prefix + body, hashlib.sha256).digest()
         return any(hmac.compare_digest(digest, signature) for signature in given)
@@ -235,7 +240,7 @@ def _stale(delivery: Delivery, timestamp: int, matching: str | None) -> Diagnosi
     return Diagnosis("stale_timestamp", f"{when}. {matching or 'No configured or retired secret matches either.'}")
 
 
-def _which_secret(delivery: Delivery, matches, body: bytes, key_of) -> str | None:
+def _which_secret(delivery: Delivery, matches: Matcher, body: bytes, key_of: KeyOf) -> str | None:
     """Words saying which secret the signature verifies with, when one does."""
     index = _first_match(delivery.secrets, body, matches, key_of)
     if index is not None:
@@ -326,7 +331,7 @@ def _text_key(secret: str) -> bytes:
     return secret.encode()
 
 
-def _first_match(secrets: tuple[str, ...], body: bytes, matches, key_of) -> int | None:
+def _first_match(secrets: tuple[str, ...], body: bytes, matches: Matcher, key_of: KeyOf) -> int | None:
     for index, secret in enumerate(secrets):
         if matches(key_of(secret), body):
             return index
@@ -342,7 +347,7 @@ def _retired(index: int) -> Diagnosis:
     )
 
 
-def _altered_or_unknown(delivery: Delivery, matches, key_of, header_id: str) -> Diagnosis:
+def _altered_or_unknown(delivery: Delivery, matches: Matcher, key_of: KeyOf, header_id: str) -> Diagnosis:
     for change, original in body_variants(delivery.body):
         if _first_match(delivery.secrets, original, matches, key_of) is not None:
             return Diagnosis(

@@ -15,8 +15,9 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import Engine, bindparam, delete, select
+from sqlalchemy import Connection, Engine, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..database import DatabaseUnavailable, is_unavailable, writer_lock
@@ -33,7 +34,7 @@ LONGEST_WAIT_SECONDS = 60
 
 @dataclass
 class _Pending:
-    row: dict
+    row: dict[str, Any]
     replay_keys: frozenset[str]  # ids under which retention would have kept this event had it been stored before
     done: threading.Event = field(default_factory=threading.Event)
     stored: bool = False
@@ -43,7 +44,7 @@ class _Pending:
 class GroupCommitter:
     """One per process and database: `store(row)` returns True when committed, False for a duplicate."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._waiting: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -55,7 +56,7 @@ class GroupCommitter:
         self._insert = dialect.insert(table).on_conflict_do_nothing().returning(table.c.event_id)
         self._pruned = select(PrunedEvent.event_id).where(PrunedEvent.event_id.in_(bindparam("keys", expanding=True)))
 
-    def store(self, row: dict, replay_keys: frozenset[str]) -> bool:
+    def store(self, row: dict[str, Any], replay_keys: frozenset[str]) -> bool:
         """Commit `row` unless its event was stored before: still here (same id or, under hmac-sha256, same
         body) or removed by retention (one of `replay_keys` kept)."""
         pending = _Pending(row, replay_keys)
@@ -120,7 +121,7 @@ class GroupCommitter:
             pending.stored = pending.row["event_id"] in new_ids
             new_ids.discard(pending.row["event_id"])
 
-    def _pruned_before(self, connection, inserted: list[_Pending]) -> set[str]:
+    def _pruned_before(self, connection: Connection, inserted: list[_Pending]) -> set[str]:
         """The ids of the rows just inserted whose event was stored once and removed by retention since."""
         keys = sorted(set().union(*(pending.replay_keys for pending in inserted)))
         pruned = set(connection.scalars(self._pruned, {"keys": keys})) if keys else set()

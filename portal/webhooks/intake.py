@@ -11,7 +11,9 @@ import io
 import json
 import logging
 import time
+from collections.abc import Iterable
 from http import HTTPStatus
+from typing import TYPE_CHECKING
 
 from flask import Flask
 from werkzeug.datastructures import EnvironHeaders
@@ -21,7 +23,12 @@ from .. import requestid
 from ..database import is_unavailable, report_unavailable
 from ..errors import DATABASE_RETRY_AFTER
 from ..logs import log_request
+from ..settings import Settings
 from .receiver import Examined, answer_body, examine, store_delivery
+from .schemes import HeaderSource
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger(__name__)
 ENDPOINT = "webhooks.receive"  # counted and logged as the Flask view's deliveries are
@@ -32,13 +39,13 @@ QUIET_ACCESS = "portal.quiet_access"
 class WebhookIntake:
     """WSGI middleware around the Flask app: the webhook path's good deliveries are answered here."""
 
-    def __init__(self, wsgi_app, flask_app: Flask, headers: dict[str, str]):
+    def __init__(self, wsgi_app: "WSGIApplication", flask_app: Flask, headers: dict[str, str]) -> None:
         self.wsgi_app = wsgi_app
         self.flask_app = flask_app
-        self.settings = flask_app.extensions["portal.settings"]
+        self.settings: Settings = flask_app.extensions["portal.settings"]
         self.headers = list(headers.items())
 
-    def __call__(self, environ, start_response):
+    def __call__(self, environ: "WSGIEnvironment", start_response: "StartResponse") -> Iterable[bytes]:
         if environ.get("PATH_INFO") != self.settings.webhook_path or environ.get("REQUEST_METHOD") != "POST":
             return self.wsgi_app(environ, start_response)
         body = self._body(environ)
@@ -54,7 +61,7 @@ class WebhookIntake:
             environ["wsgi.input"] = io.BytesIO(body)  # read here: the view reads it again
             return self.wsgi_app(environ, start_response)
         started = time.perf_counter()
-        requestid.begin(headers.get(requestid.HEADER))
+        request_id = requestid.begin(headers.get(requestid.HEADER))
         try:
             status, answer, extra = self._store(examined, body, headers, environ)
             log_request(
@@ -74,7 +81,7 @@ class WebhookIntake:
                 [
                     ("Content-Type", "application/json"),
                     ("Content-Length", str(len(content))),
-                    (requestid.HEADER, requestid.current()),
+                    (requestid.HEADER, request_id),
                     *extra,
                     *self.headers,
                 ],
@@ -83,18 +90,20 @@ class WebhookIntake:
         finally:
             requestid.end()
 
-    def _body(self, environ) -> bytes | None:
+    def _body(self, environ: "WSGIEnvironment") -> bytes | None:
         """The raw body when it says its length and is within the limit; else None, unread."""
         length = environ.get("CONTENT_LENGTH", "")
         if not (length.isascii() and length.isdigit()) or int(length) > self.settings.webhook_max_bytes:
             return None
-        body = environ["wsgi.input"].read(int(length))
+        body: bytes = environ["wsgi.input"].read(int(length))
         if len(body) < int(length):  # the sender stopped short: the view answers what it reads
             environ["wsgi.input"] = io.BytesIO(body)
             return None
         return body
 
-    def _store(self, examined: Examined, body: bytes, headers, environ) -> tuple[int, dict, list]:
+    def _store(
+        self, examined: Examined, body: bytes, headers: HeaderSource, environ: "WSGIEnvironment"
+    ) -> tuple[int, dict[str, str], list[tuple[str, str]]]:
         address = environ.get("REMOTE_ADDR") or "unknown"
         try:
             with self.flask_app.app_context():

@@ -7,19 +7,21 @@ import json
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
 from .. import metrics
 from ..extensions import csrf
 from ..flowindex.feed import saw_event
+from ..settings import Settings
 from ..throttle import REJECTED_DELIVERIES_PER_NETWORK, ThrottleUnavailable, client_address, network_of, throttle
 from .diagnosis import Delivery, Diagnosis, diagnose
-from .schemes import DeliveryRejected, Verified, signature_headers, verify_delivery
+from .schemes import DeliveryRejected, HeaderSource, Verified, signature_headers, verify_delivery
 from .shape import EventFields, EventShape, read_event
 from .store import (
     body_seen_before,
@@ -36,6 +38,8 @@ KEPT_HEADERS = ("webhook-id", "webhook-timestamp", "user-agent", "content-type")
 MAX_DEPTH = 64
 _JSON_TOKEN = re.compile(rb'\\.|["\[\]{}]', re.DOTALL)  # an escape, a quote or a bracket; never backtracks
 
+Answer = tuple[Response, int]
+
 
 def make_blueprint(path: str) -> Blueprint:
     bp = Blueprint("webhooks", __name__)
@@ -50,11 +54,11 @@ def make_blueprint(path: str) -> Blueprint:
     return bp
 
 
-def _answer(http_status: int, body: dict):
+def _answer(http_status: int, body: dict[str, str]) -> Answer:
     return jsonify(body), http_status
 
 
-def _reject(status: int, public: str, kind: str, reason: str, body_head: bytes = b""):
+def _reject(status: int, public: str, kind: str, reason: str, body_head: bytes = b"") -> Answer:
     """Count the rejection; keep a sample and log it unless this address's network has sent too many lately."""
     settings = current_app.extensions["portal.settings"]
     address = client_address()
@@ -78,7 +82,7 @@ def _reject(status: int, public: str, kind: str, reason: str, body_head: bytes =
     return _answer(status, {"error": public})
 
 
-def _diagnosis(settings, kind: str, body: bytes) -> Diagnosis:
+def _diagnosis(settings: Settings, kind: str, body: bytes) -> Diagnosis:
     """Why the delivery was refused, worked out only for a kept sample; a fault here never turns a 4xx into a 500."""
     delivery = Delivery(
         body=body,
@@ -114,7 +118,7 @@ def _log_rejection(address: str, reason: str, diagnosis: str) -> None:
 class _PerMinute:
     """A budget of `limit` events a minute in this process; says how many the last minute went without."""
 
-    def __init__(self, limit: int, clock=time.monotonic):
+    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit, self.clock = limit, clock
         self.minute, self.used, self.over = -1, 0, 0
         self.lock = threading.Lock()
@@ -141,7 +145,8 @@ def _read_body(limit: int) -> bytes | None:
     """
     if (request.content_length or 0) > limit:
         return None
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     try:
         while chunk := request.stream.read(64 * 1024):
             size += len(chunk)
@@ -155,7 +160,7 @@ def _read_body(limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _too_old(settings, timestamp: str | None) -> bool:
+def _too_old(settings: Settings, timestamp: str | None) -> bool:
     """An event that says it happened before the retention window: its id may have been forgotten since."""
     moment = storable_moment(timestamp)
     return moment is not None and moment < datetime.now(timezone.utc) - timedelta(days=settings.event_retention_days)
@@ -182,7 +187,7 @@ def nests_deeper_than(body: bytes, limit: int) -> bool:
     return False
 
 
-def _int_or_text(digits: str):
+def _int_or_text(digits: str) -> int | str:
     # Past Python's 4300-digit limit int() raises; such a number is kept as its text.
     return int(digits) if len(digits) <= 4000 else digits
 
@@ -203,13 +208,13 @@ class Examined:
 
     verified: Verified
     fields: EventFields
-    payload: dict
+    payload: dict[str, Any]
     event_id: str
     # hmac-sha256 signs no time: an event dated before the retention window may replay one whose id is forgotten.
     stale: bool
 
 
-def examine(body: bytes, headers: Mapping, mimetype: str, settings) -> Examined | Refusal:
+def examine(body: bytes, headers: HeaderSource, mimetype: str, settings: Settings) -> Examined | Refusal:
     """Every check of a delivery that needs no database: the signature first, then the body."""
     try:
         verified = verify_delivery(
@@ -238,7 +243,7 @@ def examine(body: bytes, headers: Mapping, mimetype: str, settings) -> Examined 
     return Examined(verified, fields, payload, event_id, stale)
 
 
-def store_delivery(examined: Examined, body: bytes, headers: Mapping, source_ip: str, settings) -> bool:
+def store_delivery(examined: Examined, body: bytes, headers: HeaderSource, source_ip: str, settings: Settings) -> bool:
     """Commit a delivery that `examine` took and is not stale; False when it was stored before. In an app context."""
     kept = kept_headers(headers, settings)
     stored = record_event(examined.verified, examined.event_id, examined.fields, body, kept, source_ip)
@@ -248,7 +253,7 @@ def store_delivery(examined: Examined, body: bytes, headers: Mapping, source_ip:
     return stored
 
 
-def receive():
+def receive() -> Answer:
     """Take one delivery from the Flow Service (the ones `intake` did not take already)."""
     settings = current_app.extensions["portal.settings"]
     body = _read_body(settings.webhook_max_bytes)  # raw bytes: re-serialised JSON would not match the signature
@@ -279,10 +284,10 @@ def receive():
     return _answer(200, answer_body(stored, examined.event_id))
 
 
-def answer_body(stored: bool, event_id: str) -> dict:
+def answer_body(stored: bool, event_id: str) -> dict[str, str]:
     return {"status": "stored" if stored else "duplicate", "id": event_id}
 
 
-def kept_headers(headers: Mapping, settings) -> dict:
+def kept_headers(headers: HeaderSource, settings: Settings) -> dict[str, str]:
     names = (*KEPT_HEADERS, settings.webhook_id_header.lower())
     return {name: headers[name] for name in names if name in headers}

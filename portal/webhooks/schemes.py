@@ -5,8 +5,9 @@ import binascii
 import hashlib
 import hmac
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol, overload
 
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
@@ -30,13 +31,25 @@ _SIGNATURE_ENTRY = re.compile(r"v\d+,[A-Za-z0-9+/=_-]+")
 _HEX_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
+class HeaderSource(Protocol):
+    """Request headers as the webhook code reads them: a dict, or werkzeug's Headers and EnvironHeaders."""
+
+    @overload
+    def get(self, key: str, /) -> str | None: ...
+    @overload
+    def get(self, key: str, default: str, /) -> str: ...
+    def __getitem__(self, key: str, /) -> str: ...
+    def __contains__(self, key: str, /) -> bool: ...
+    def items(self) -> Iterable[tuple[str, str]]: ...
+
+
 class DeliveryRejected(Exception):
     """Verification failed; `reason` is for the rejected-deliveries record, never for the sender.
 
     `kind` names the reason among a few (REJECTION_KINDS): what rejections are counted by.
     """
 
-    def __init__(self, reason: str, kind: str = "signature"):
+    def __init__(self, reason: str, kind: str = "signature") -> None:
         super().__init__(reason)
         self.reason = reason
         self.kind = kind
@@ -49,13 +62,13 @@ class Verified:
     message_id: str | None  # the scheme's own delivery id, when it has one
 
 
-def signature_headers(headers: Mapping, scheme: str, hmac_header: str) -> dict:
+def signature_headers(headers: HeaderSource, scheme: str, hmac_header: str) -> dict[str, str]:
     """The headers that matter for diagnosing a rejection."""
     names = STANDARD_HEADERS if scheme == "standard-webhooks" else (hmac_header,)
-    return {name.lower(): headers.get(name) for name in names if headers.get(name) is not None}
+    return {name.lower(): value for name in names if (value := headers.get(name)) is not None}
 
 
-def verify_standard(body: bytes, headers: Mapping, secrets: tuple[str, ...]) -> Verified:
+def verify_standard(body: bytes, headers: HeaderSource, secrets: tuple[str, ...]) -> Verified:
     """Standard Webhooks: `v1,<base64 HMAC>` over `id.timestamp.body`, timestamp within 5 minutes."""
     wanted = {name: headers.get(name, "") for name in STANDARD_HEADERS}
     missing = [name for name, value in wanted.items() if not value]
@@ -97,7 +110,7 @@ def _well_formed(entry: str) -> bool:
     return True
 
 
-def verify_hmac_sha256(body: bytes, headers: Mapping, secrets: tuple[str, ...], header: str) -> Verified:
+def verify_hmac_sha256(body: bytes, headers: HeaderSource, secrets: tuple[str, ...], header: str) -> Verified:
     """Hex HMAC-SHA256 of the raw body in `header`, optionally prefixed `sha256=`."""
     given = (headers.get(header) or "").strip()
     if not given:
@@ -113,7 +126,7 @@ def verify_hmac_sha256(body: bytes, headers: Mapping, secrets: tuple[str, ...], 
 
 
 def verify_delivery(
-    body: bytes, headers: Mapping, *, scheme: str, secrets: tuple[str, ...], hmac_header: str
+    body: bytes, headers: HeaderSource, *, scheme: str, secrets: tuple[str, ...], hmac_header: str
 ) -> Verified:
     if not secrets:
         raise DeliveryRejected("no webhook secret is configured (FLOW_WEBHOOK_SECRETS)", "no_secret")

@@ -6,13 +6,16 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any, cast
 
 from flask import current_app
-from sqlalchemy import Select, and_, delete, func, literal, or_, select
+from sqlalchemy import ColumnElement, Select, Table, and_, delete, func, literal, or_, select, true
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import aliased
 
+from ..database import changed_rows
 from ..extensions import db
 from ..flowapi.records import parse_timestamp
 from ..masking import mask_document, mask_text
@@ -34,6 +37,8 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 # A day inside what a datetime holds, so that every time zone can still show the moment.
 EARLIEST = datetime(1, 1, 2, tzinfo=timezone.utc)
 LATEST = datetime(9999, 12, 30, tzinfo=timezone.utc)
+# postgresql's or sqlite's INSERT, whichever the session's database speaks: both have on_conflict_do_*.
+Upsert = Callable[[Table], postgresql.Insert | sqlite.Insert]
 
 
 def clean_text(value: str | None, limit: int) -> str | None:
@@ -75,13 +80,13 @@ def storable_moment(raw: str | None) -> datetime | None:
 
 
 def record_event(
-    verified: Verified, event_id: str, fields: EventFields, body: bytes, headers: dict, source_ip: str | None
+    verified: Verified, event_id: str, fields: EventFields, body: bytes, headers: dict[str, str], source_ip: str | None
 ) -> bool:
     """Commit the event (with the others arriving now: group_commit); False when it was stored before, even if
     retention has removed it since."""
     occurred_at = storable_moment(fields.timestamp)
     reference_id = clean_text(fields.reference_id, 100)
-    row = {
+    row: dict[str, Any] = {
         "event_id": event_id,
         "event_type": clean_text(fields.event_type, 100),
         "flow_id": clean_text(fields.flow_id, 100),
@@ -104,13 +109,13 @@ def record_event(
 
 
 def _committer() -> GroupCommitter:
-    committer = current_app.extensions.get("webhook_committer")
+    committer: GroupCommitter | None = current_app.extensions.get("webhook_committer")
     if committer is None:
         committer = current_app.extensions.setdefault("webhook_committer", GroupCommitter(db.engine))
     return committer
 
 
-def event_document(event: WebhookEvent):
+def event_document(event: WebhookEvent) -> Any:
     """The stored body to show: the parsed JSON with lone surrogates as U+FFFD, else the text as stored."""
     try:
         document = json.loads(event.body)
@@ -139,8 +144,8 @@ def sample_of(body: bytes) -> str:
 
 def tally_rejection(kind: str, network: str | None, reason: str) -> None:
     """Count one rejection of `kind` from `network`: one row per pair, so no volume can push another out."""
-    table = RejectionTally.__table__
-    insert = postgresql_insert if db.session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    table = cast(Table, RejectionTally.__table__)  # a declarative class's __table__ is typed as any FromClause
+    insert: Upsert = postgresql_insert if db.session.get_bind().dialect.name == "postgresql" else sqlite_insert
     now = datetime.now(timezone.utc)
     reason = clean_text(reason, 255) or "unknown"
     statement = insert(table).values(
@@ -151,14 +156,14 @@ def tally_rejection(kind: str, network: str | None, reason: str) -> None:
         set_={"count": table.c.count + 1, "last_at": now, "last_reason": reason},
     )
     db.session.execute(statement)
-    if db.session.scalar(select(func.count()).select_from(RejectionTally)) > TALLY_CAP + TALLY_FOLD:
+    if (db.session.scalar(select(func.count()).select_from(RejectionTally)) or 0) > TALLY_CAP + TALLY_FOLD:
         _fold_oldest_tallies(insert)
     db.session.commit()
 
 
-def _fold_oldest_tallies(insert) -> None:
+def _fold_oldest_tallies(insert: Upsert) -> None:
     """Keep TALLY_CAP rows: the least recently seen networks' counts go into one OTHER_NETWORKS row per kind."""
-    table = RejectionTally.__table__
+    table = cast(Table, RejectionTally.__table__)
     cutoff = select(RejectionTally.last_at).order_by(RejectionTally.last_at.desc()).offset(TALLY_CAP).limit(1)
     old = and_(RejectionTally.last_at <= cutoff.scalar_subquery(), RejectionTally.source_ip != OTHER_NETWORKS)
     folded = (
@@ -187,7 +192,7 @@ def record_rejection(
     reason: str,
     source_ip: str | None,
     network: str | None,
-    headers: dict,
+    headers: dict[str, str],
     body_head: bytes,
     keep: int,
     diagnosis: Diagnosis | None = None,
@@ -218,7 +223,7 @@ def record_rejection(
     _drop_oldest_beyond(
         RejectedDelivery.source_ip.is_(None) if source is None else RejectedDelivery.source_ip == source
     )
-    if db.session.scalar(select(func.count(RejectedDelivery.id))) > keep:
+    if (db.session.scalar(select(func.count(RejectedDelivery.id))) or 0) > keep:
         _evict_one()
     db.session.commit()
 
@@ -233,7 +238,7 @@ def _evict_one() -> None:
         oldest = db.session.scalar(
             select(func.min(RejectedDelivery.id)).where(
                 RejectedDelivery.source_ip.in_(busiest),
-                RejectedDelivery.known_sender.is_(False) if strangers_only else True,
+                RejectedDelivery.known_sender.is_(False) if strangers_only else true(),
             )
         )
         if oldest is not None:
@@ -241,7 +246,7 @@ def _evict_one() -> None:
             return
 
 
-def _drop_oldest_beyond(same_source) -> None:
+def _drop_oldest_beyond(same_source: ColumnElement[bool]) -> None:
     cutoff = db.session.scalar(
         select(RejectedDelivery.id)
         .where(same_source)
@@ -289,7 +294,7 @@ def rejection_tallies(kind: str | None, network: str | None, limit: int) -> list
     return list(db.session.scalars(query.limit(limit)))
 
 
-def rejected_samples(network: str | None, diagnosis: str | None = None) -> Select:
+def rejected_samples(network: str | None, diagnosis: str | None = None) -> Select[RejectedDelivery]:
     """The kept samples of refused deliveries, from one network and with one diagnosis when given."""
     query = select(RejectedDelivery)
     if diagnosis:
@@ -312,7 +317,8 @@ def diagnosis_summary() -> list[DiagnosisSummary]:
         .group_by(RejectedDelivery.diagnosis)
         .order_by(func.max(RejectedDelivery.at).desc())
     )
-    return [DiagnosisSummary(code, int(count), last_at) for code, count, last_at in db.session.execute(query)]
+    rows = db.session.execute(query)
+    return [DiagnosisSummary(code, int(count), last_at) for code, count, last_at in rows if code is not None]
 
 
 def stored_body(event_id: str) -> bytes | None:
@@ -352,10 +358,10 @@ def left_out_by_reference(flow_id: str, reference_id: str | None) -> int:
     query = select(func.count(WebhookEvent.id)).where(
         WebhookEvent.flow_id.is_(None), WebhookEvent.reference_id == reference_id
     )
-    return db.session.scalar(query)
+    return db.session.scalar(query) or 0
 
 
-def _unlinked():
+def _unlinked() -> ColumnElement[bool]:
     """Events no flow's timeline shows: no flow id, and no reference that names exactly one flow.
 
     A reference names one flow when the index has one flow with it and no event names another flow
@@ -398,28 +404,30 @@ def reference_links(events: list[WebhookEvent]) -> dict[int, ReferenceLink]:
     indexed: dict[str, set[str]] = {reference: set() for reference in references}
     named: dict[str, set[str]] = {reference: set() for reference in references}
     if references:
-        query = select(FlowRecord.reference_id, FlowRecord.flow_id).where(FlowRecord.reference_id.in_(references))
-        for reference, flow_id in db.session.execute(query):
-            indexed[reference].add(flow_id)
-        query = (
+        in_index = select(FlowRecord.reference_id, FlowRecord.flow_id).where(FlowRecord.reference_id.in_(references))
+        for reference, flow_id in db.session.execute(in_index):
+            if reference is not None:  # always: it is one of `references`
+                indexed[reference].add(flow_id)
+        in_events = (
             select(WebhookEvent.reference_id, WebhookEvent.flow_id)
             .where(WebhookEvent.reference_id.in_(references), WebhookEvent.flow_id.is_not(None))
             .distinct()
         )
-        for reference, flow_id in db.session.execute(query):
-            named[reference].add(flow_id)
+        for reference, event_flow_id in db.session.execute(in_events):
+            if reference is not None and event_flow_id is not None:  # always, as the query asks
+                named[reference].add(event_flow_id)
     links = {}
     for event in events:
         if event.flow_id:
             continue
-        reference = event.reference_id
-        owners = indexed[reference] | named[reference] if reference and indexed[reference] else set()
+        reference_id = event.reference_id
+        owners = indexed[reference_id] | named[reference_id] if reference_id and indexed[reference_id] else set()
         only = next(iter(owners)) if len(owners) == 1 else None
-        links[event.id] = ReferenceLink(reference, len(owners), only)
+        links[event.id] = ReferenceLink(reference_id, len(owners), only)
     return links
 
 
-def _matching(event_type: str | None, flow: str | None, unlinked: bool):
+def _matching(event_type: str | None, flow: str | None, unlinked: bool) -> Select[WebhookEvent]:
     query = select(WebhookEvent)
     if event_type:
         query = query.where(WebhookEvent.event_type == event_type)
@@ -460,6 +468,7 @@ def event_types() -> list[str]:
             .distinct()
             .order_by(WebhookEvent.event_type)
         )
+        if kind is not None  # always, as the query asks
     ]
 
 
@@ -487,7 +496,7 @@ def prune_events(older_than: datetime, batch: int = 1000, between: Callable[[], 
             rows = select(kept, now).where(chosen, kept.is_not(None), not_kept_yet).distinct()
             keep = upsert(PrunedEvent).from_select(["event_id", "pruned_at"], rows)
             db.session.execute(keep.on_conflict_do_nothing(index_elements=[PrunedEvent.event_id]))
-        removed += db.session.execute(delete(WebhookEvent).where(chosen)).rowcount
+        removed += changed_rows(delete(WebhookEvent).where(chosen))
         db.session.commit()
         if len(ids) < batch:
             return removed
