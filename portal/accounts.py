@@ -12,7 +12,7 @@ from sqlalchemy import and_, func, or_, select
 
 from .audit import record_audit
 from .extensions import db
-from .models import ROLES, User
+from .models import ROLES, User, utc_now
 from .throttle import unlock_account
 
 USERNAME = re.compile(r"[A-Za-z0-9._@-]{1,80}")
@@ -28,6 +28,21 @@ class AccountError(ValueError):
 
 def find_account(username: str) -> User | None:
     return db.session.scalar(select(User).where(User.username == username))
+
+
+def account_by_id(user_id: int) -> User | None:
+    return db.session.get(User, user_id)
+
+
+def all_accounts() -> list[User]:
+    """Every staff account, by username."""
+    return list(db.session.scalars(select(User).order_by(User.username)))
+
+
+def record_sign_in(user: User) -> None:
+    """Remember when `user` last signed in (the users page and `users list` show it)."""
+    user.last_login_at = utc_now()
+    db.session.commit()
 
 
 def find_sso_account(subject: str) -> User | None:

@@ -1,8 +1,6 @@
 """Command-line groups on `flask --app portal`: users, audit, keys, check, events, flows, retention."""
 
 import getpass
-import hashlib
-import hmac
 import json
 import os
 import re
@@ -17,11 +15,10 @@ import requests
 from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from joserfc.jwk import RSAKey
-from sqlalchemy import select
-from standardwebhooks import Webhook
 
 from .accounts import (
     AccountError,
+    all_accounts,
     change_password,
     change_role,
     create_account,
@@ -32,7 +29,6 @@ from .accounts import (
 )
 from .audit import EXPORT_FORMATS, AuditFilter, export_audit, record_audit
 from .csvexport import csv_chunks
-from .extensions import db
 from .flowapi import FlowApiError, InsufficientScope, TokenRequestRefused, Unauthorized, UpstreamProtocolError
 from .flowindex.gapcheck import GAP_CHECKS
 from .flowindex.sync import ALL, ARCHIVED, CURRENT, LeaseLost, SyncLocked, SyncReport, SyncStopped, run_sync
@@ -42,6 +38,7 @@ from .notify.commands import notifications, scan_after_sync
 from .retention import RetentionLocked, apply_retention, under_lease
 from .rsakeys import MIN_KEY_BITS
 from .subjects import SubjectRecords, erase, export_document, find_subject
+from .webhooks.signing import signed_headers
 from .webhooks.store import event_document, iter_events, prune_events
 
 users = AppGroup("users", help="Manage staff accounts; every change is audited as cli:<your user name>.")
@@ -109,7 +106,7 @@ def create_user(username: str, role: str, password: str, sso_subject: str | None
 @users.command("list")
 def list_users():
     """List staff accounts."""
-    for user in db.session.scalars(select(User).order_by(User.username)):
+    for user in all_accounts():
         state = "disabled" if user.disabled else "active"
         last = user.last_login_at.isoformat(timespec="seconds") if user.last_login_at else "never"
         click.echo(f"{user.username:<24} {user.role:<9} {state:<9} last sign-in {last}")
@@ -343,7 +340,9 @@ def send_test(url: str | None):
             "data": {"message": "test event from flask --app portal events send-test"},
         }
     )
-    headers = {"content-type": "application/json"} | _signature(settings, event_id, now, body)
+    secret = settings.webhook_secrets[0]
+    signature = signed_headers(settings.webhook_scheme, secret, event_id, now, body, settings.webhook_header)
+    headers = {"content-type": "application/json"} | signature
     target = url or settings.webhook_url
     try:
         answer = requests.post(target, data=body.encode(), headers=headers, timeout=10)
@@ -352,17 +351,6 @@ def send_test(url: str | None):
     if not 200 <= answer.status_code < 300:
         raise click.ClickException(f"{target} answered {answer.status_code}: {answer.text[:200]}")
     click.echo(f"delivered {event_id} to {target}: {answer.status_code}")
-
-
-def _signature(settings, event_id: str, now: datetime, body: str) -> dict:
-    secret = settings.webhook_secrets[0]
-    if settings.webhook_scheme == "standard-webhooks":
-        return {
-            "webhook-id": event_id,
-            "webhook-timestamp": str(int(now.timestamp())),
-            "webhook-signature": Webhook(secret).sign(event_id, now, body),
-        }
-    return {settings.webhook_header: "sha256=" + hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()}
 
 
 # -- flows -------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from flask_migrate import upgrade
 from werkzeug.serving import make_server
 
 from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
+from portal.webhooks.signing import standard_headers
 
 PASSWORD = "correct horse battery"
 ALL_CREATE_SCOPES = "loan-application:create:no loan-application:create:se loan-application:create:fi"
@@ -124,16 +125,9 @@ def deliver_signed(app, payload: dict, secret: str = DEMO_WEBHOOK_SECRET):
     import json
     from datetime import datetime, timezone
 
-    from standardwebhooks import Webhook
-
     body = json.dumps(payload)
     message_id, moment = f"msg_{uuid.uuid4().hex}", datetime.now(timezone.utc)
-    headers = {
-        "webhook-id": message_id,
-        "webhook-timestamp": str(int(moment.timestamp())),
-        "webhook-signature": Webhook(secret).sign(message_id, moment, body),
-        "content-type": "application/json",
-    }
+    headers = standard_headers(secret, message_id, moment, body) | {"content-type": "application/json"}
     return app.test_client().post("/webhooks/flow", data=body, headers=headers)
 
 

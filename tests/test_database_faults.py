@@ -26,7 +26,6 @@ import pytest
 import requests
 from sqlalchemy import create_engine, make_url
 from sqlalchemy.exc import OperationalError
-from standardwebhooks import Webhook
 from support import PASSWORD, create_database_beside, drop_database, portal_config, service_missing, sign_in
 
 from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
@@ -34,6 +33,7 @@ from portal.database import engine_options
 from portal.extensions import db
 from portal.models import User
 from portal.settings import SettingsError, load_settings
+from portal.webhooks.signing import standard_headers
 
 ROOT = Path(__file__).resolve().parents[1]
 WEBHOOK_PATH = "/webhooks/flow"
@@ -193,12 +193,7 @@ def delivery(secret: str = DEMO_WEBHOOK_SECRET) -> tuple[bytes, dict]:
     }
     body = json.dumps(payload).encode()
     message_id = f"msg_{uuid.uuid4().hex}"
-    headers = {
-        "webhook-id": message_id,
-        "webhook-timestamp": str(int(moment.timestamp())),
-        "webhook-signature": Webhook(secret).sign(message_id, moment, body.decode()),
-        "content-type": "application/json",
-    }
+    headers = standard_headers(secret, message_id, moment, body.decode()) | {"content-type": "application/json"}
     return body, headers
 
 

@@ -18,12 +18,12 @@ import psycopg
 import requests
 from sqlalchemy import create_engine, func, select
 from sqlalchemy.engine import make_url
-from standardwebhooks import Webhook
 from support import DEMO_WEBHOOK_SECRET, portal_config
 
 from portal.database import writer_lock
 from portal.extensions import db
 from portal.models import WebhookEvent
+from portal.webhooks.signing import standard_headers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,12 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def delivery(event_id: str) -> tuple[bytes, dict]:
     now = datetime.now(timezone.utc)
     body = json.dumps({"id": event_id, "type": "flow.status_changed", "timestamp": now.isoformat(), "data": {}})
-    headers = {
-        "webhook-id": event_id,
-        "webhook-timestamp": str(int(now.timestamp())),
-        "webhook-signature": Webhook(DEMO_WEBHOOK_SECRET).sign(event_id, now, body),
-        "content-type": "application/json",
-    }
+    headers = standard_headers(DEMO_WEBHOOK_SECRET, event_id, now, body) | {"content-type": "application/json"}
     return body.encode(), headers
 
 

@@ -27,6 +27,7 @@ from portal.extensions import db
 from portal.models import AuditEntry, RejectedDelivery, RejectionTally, User, WebhookEvent
 from portal.production import SHIPPED_SECRETS
 from portal.settings import SettingsError, load_settings
+from portal.webhooks.signing import standard_headers
 from portal.webhooks.store import prune_events
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -436,12 +437,7 @@ def hook_app(make_app):
 def signed(body: bytes) -> dict:
     message_id = f"msg_{uuid.uuid4().hex}"
     moment = datetime.now(timezone.utc)
-    return {
-        "webhook-id": message_id,
-        "webhook-timestamp": str(int(moment.timestamp())),
-        "webhook-signature": Webhook(SECRET).sign(message_id, moment, body.decode()),
-        "content-type": "application/json",
-    }
+    return standard_headers(SECRET, message_id, moment, body.decode()) | {"content-type": "application/json"}
 
 
 def rejected_deliveries(app) -> dict[str, float]:

@@ -16,12 +16,12 @@ import uuid
 from datetime import datetime, timezone
 
 import pytest
-from standardwebhooks import Webhook
 from support import portal_config, production_settings, sign_in
 
 from portal.extensions import db
 from portal.models import RejectedDelivery, User
 from portal.settings import SettingsError, load_settings
+from portal.webhooks import signing
 from portal.webhooks.diagnosis import MAX_VARIANT_BYTES, MAX_VARIANTS, body_variants, duration
 
 PATH = "/webhooks/flow"
@@ -48,16 +48,13 @@ def payload(**data) -> dict:
 def standard_headers(body: bytes, secret: str, at: int, message_id: str | None = None) -> dict:
     message_id = message_id or f"msg_{uuid.uuid4().hex}"
     moment = datetime.fromtimestamp(at, timezone.utc)
-    return {
-        "webhook-id": message_id,
-        "webhook-timestamp": str(at),
-        "webhook-signature": Webhook(secret).sign(message_id, moment, body.decode("utf-8")),
-        "content-type": "application/json",
+    return signing.standard_headers(secret, message_id, moment, body.decode("utf-8")) | {
+        "content-type": "application/json"
     }
 
 
 def hex_hmac(key: bytes, body: bytes) -> str:
-    return hmac.new(key, body, hashlib.sha256).hexdigest()
+    return signing.hmac_sha256(key.decode(), body)
 
 
 @pytest.fixture

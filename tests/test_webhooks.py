@@ -27,6 +27,7 @@ from portal import create_app
 from portal.extensions import db
 from portal.models import RejectedDelivery, User, WebhookEvent
 from portal.webhooks.shape import EventFields, EventShape, parse_fields, read_event
+from portal.webhooks.signing import standard_headers
 from portal.webhooks.store import events_for_flow
 
 SECRET = "whsec_" + base64.b64encode(b"first-webhook-secret-0123456789").decode()
@@ -61,12 +62,7 @@ def event(event_type="flow.status_changed", flow_id=None, status="Opened", **ext
 def signed(body: bytes, secret=SECRET, message_id=None, moment=None) -> dict:
     moment = moment or datetime.now(timezone.utc)
     message_id = message_id or f"msg_{uuid.uuid4().hex}"
-    return {
-        "webhook-id": message_id,
-        "webhook-timestamp": str(int(moment.timestamp())),
-        "webhook-signature": Webhook(secret).sign(message_id, moment, body.decode()),
-        "content-type": "application/json",
-    }
+    return standard_headers(secret, message_id, moment, body.decode()) | {"content-type": "application/json"}
 
 
 def deliver(client, payload=None, *, body=None, headers=None, **sign_options):

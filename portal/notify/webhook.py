@@ -3,8 +3,8 @@
 from datetime import datetime
 
 import requests
-from standardwebhooks import Webhook
 
+from ..webhooks.signing import standard_headers
 from .outcome import Outcome
 
 CONNECT_TIMEOUT, READ_TIMEOUT = 5, 10  # seconds
@@ -13,12 +13,7 @@ GONE = 410  # the receiver asks the sender to stop
 
 def signed_headers(secret: str, message_id: str, now: datetime, body: str) -> dict:
     """The three Standard Webhooks headers; the id is the notice's own, so a receiver can drop a retry."""
-    return {
-        "content-type": "application/json",
-        "webhook-id": message_id,
-        "webhook-timestamp": str(int(now.timestamp())),
-        "webhook-signature": Webhook(secret).sign(message_id, now, body),
-    }
+    return {"content-type": "application/json"} | standard_headers(secret, message_id, now, body)
 
 
 def post_notice(settings, message_id: str, body: str, now: datetime) -> Outcome:

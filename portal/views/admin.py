@@ -7,14 +7,20 @@ from urllib.parse import urlencode
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
-from sqlalchemy import select
 from werkzeug.datastructures import MultiDict
 
 from ..access_log import LOOKUP, accesses_of, record_access, subject_key_of
-from ..accounts import AccountError, change_role, create_account, set_disabled, sign_out_everywhere
+from ..accounts import (
+    AccountError,
+    account_by_id,
+    all_accounts,
+    change_role,
+    create_account,
+    set_disabled,
+    sign_out_everywhere,
+)
 from ..audit import EXPORT_FORMATS, AuditFilter, audit_actions, export_audit, find_audit, record_audit
 from ..csvexport import download_response
-from ..extensions import db
 from ..flowindex.gapcheck import event_counts, gap_page, unknown_page
 from ..flowindex.gaps import describe_gap
 from ..flowindex.search import day_start
@@ -28,7 +34,7 @@ from ..forms import (
     UserChangeForm,
 )
 from ..masking import mask_national_id
-from ..models import RejectedDelivery, User, utc_now
+from ..models import RejectedDelivery, utc_now
 from ..notify import notifier, review
 from ..notify.triggers import INCIDENT_NOTICES_PER_FLOW
 from ..paging import before_argument, newest_first
@@ -54,7 +60,7 @@ def admins_only():
 
 
 def _render_users(new_form: NewUserForm, status: int = 200):
-    accounts = list(db.session.scalars(select(User).order_by(User.username)))
+    accounts = all_accounts()
     change_forms = {user.id: UserChangeForm(prefix=f"user-{user.id}", role=user.role) for user in accounts}
     return render_template(
         "admin/users.html",
@@ -88,7 +94,7 @@ def create_user():
 @bp.post("/users/<int(max=2147483647):user_id>")
 def change_user(user_id: int):
     """Save one account's role, or disable or enable it."""
-    user = db.session.get(User, user_id) or abort(404)
+    user = account_by_id(user_id) or abort(404)
     form = UserChangeForm(prefix=f"user-{user.id}")
     if not form.validate_on_submit():
         abort(400)
@@ -110,7 +116,7 @@ def change_user(user_id: int):
 @bp.post("/users/<int(max=2147483647):user_id>/sign-out")
 def sign_out_user(user_id: int):
     """End every session of one account, in every browser (a lost laptop, a shared screen)."""
-    user = db.session.get(User, user_id) or abort(404)
+    user = account_by_id(user_id) or abort(404)
     if not ConfirmForm().validate_on_submit():
         abort(400)
     sign_out_everywhere(user, actor=current_user.username)

@@ -11,11 +11,17 @@ from flask_login import current_user
 from ..access_log import EVENT_PAYLOAD, record_access, subject_key_of_event
 from ..audit import record_audit
 from ..csvexport import csv_response
-from ..extensions import db
 from ..flowindex.gapcheck import unknown_flows
 from ..models import WebhookEvent, utc_now
 from ..paging import MAX_ROW_ID, before_argument
-from ..webhooks.store import event_document, event_types, find_events, iter_matching_events, reference_links
+from ..webhooks.store import (
+    event_by_row,
+    event_document,
+    event_types,
+    find_events,
+    iter_matching_events,
+    reference_links,
+)
 
 bp = Blueprint("events", __name__, url_prefix="/events")
 
@@ -112,7 +118,7 @@ def _export_row(event: WebhookEvent) -> tuple:
 @bp.get(f"/<int(max={MAX_ROW_ID}):event_row>")
 def detail(event_row: int):
     """One event with its pretty-printed body and the headers that came with it."""
-    event = db.session.get(WebhookEvent, event_row) or abort(404)
+    event = event_by_row(event_row) or abort(404)
     record_access(subject_key_of_event(event.flow_id, event.body), EVENT_PAYLOAD, f"event {event.id}")
     return render_template(
         "events/detail.html",

@@ -9,14 +9,13 @@ from flask_wtf.csrf import CSRFError
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from .. import metrics
-from ..accounts import find_account, find_sso_account, remember_language
+from ..accounts import find_account, find_sso_account, record_sign_in, remember_language
 from ..audit import record_audit
 from ..errors import csrf_error_page
-from ..extensions import db
 from ..forms import ConfirmForm, LoginForm
 from ..i18n import LANGUAGES
 from ..masking import mask_text
-from ..models import User, utc_now
+from ..models import User
 from ..staff_sessions import begin_session, end_session, staff_sso
 from ..throttle import ThrottleUnavailable, client_address, count_sign_in_attempt, signed_in_well
 
@@ -39,8 +38,7 @@ def safe_next(target: str | None) -> str:
 
 
 def _start_session(user: User, target: str | None, how: str):
-    user.last_login_at = utc_now()
-    db.session.commit()
+    record_sign_in(user)
     begin_session(user)
     record_audit(user.username, "sign_in", how)
     return redirect(safe_next(target))

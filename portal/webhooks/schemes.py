@@ -2,7 +2,6 @@
 
 import base64
 import binascii
-import hashlib
 import hmac
 import re
 from collections.abc import Iterable
@@ -11,6 +10,8 @@ from typing import Protocol, overload
 
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
+
+from .signing import hmac_sha256
 
 STANDARD_HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
 # Why a delivery was refused, in a few words rejections are counted by (the reason text says more).
@@ -119,7 +120,7 @@ def verify_hmac_sha256(body: bytes, headers: HeaderSource, secrets: tuple[str, .
     if not _HEX_SHA256.fullmatch(digest):
         raise DeliveryRejected(f"{header} is not a hex SHA-256 digest", "malformed_signature")
     for index, secret in enumerate(secrets):
-        expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        expected = hmac_sha256(secret, body)
         if hmac.compare_digest(expected, digest.lower()):
             return Verified("hmac-sha256", index, None)
     raise DeliveryRejected("no secret matches the signature")

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, cast
+from typing import Any
 
 from flask import current_app
 from sqlalchemy import ColumnElement, Select, Table, and_, delete, func, literal, or_, select, true
@@ -115,6 +115,11 @@ def _committer() -> GroupCommitter:
     return committer
 
 
+def event_by_row(row_id: int) -> WebhookEvent | None:
+    """A stored event by its row number (the events pages' address of it)."""
+    return db.session.get(WebhookEvent, row_id)
+
+
 def event_document(event: WebhookEvent) -> Any:
     """The stored body to show: the parsed JSON with lone surrogates as U+FFFD, else the text as stored."""
     try:
@@ -144,7 +149,7 @@ def sample_of(body: bytes) -> str:
 
 def tally_rejection(kind: str, network: str | None, reason: str) -> None:
     """Count one rejection of `kind` from `network`: one row per pair, so no volume can push another out."""
-    table = cast(Table, RejectionTally.__table__)  # a declarative class's __table__ is typed as any FromClause
+    table = RejectionTally.__table__
     insert: Upsert = postgresql_insert if db.session.get_bind().dialect.name == "postgresql" else sqlite_insert
     now = datetime.now(timezone.utc)
     reason = clean_text(reason, 255) or "unknown"
@@ -163,7 +168,7 @@ def tally_rejection(kind: str, network: str | None, reason: str) -> None:
 
 def _fold_oldest_tallies(insert: Upsert) -> None:
     """Keep TALLY_CAP rows: the least recently seen networks' counts go into one OTHER_NETWORKS row per kind."""
-    table = cast(Table, RejectionTally.__table__)
+    table = RejectionTally.__table__
     cutoff = select(RejectionTally.last_at).order_by(RejectionTally.last_at.desc()).offset(TALLY_CAP).limit(1)
     old = and_(RejectionTally.last_at <= cutoff.scalar_subquery(), RejectionTally.source_ip != OTHER_NETWORKS)
     folded = (
