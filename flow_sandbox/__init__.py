@@ -81,8 +81,9 @@ def _register_error_handlers(app: Flask) -> None:
     def http_error(error: HTTPException):
         if request.path.startswith("/consent/"):
             return f"<!doctype html><title>{error.code}</title><h1>{error.name}</h1>", error.code
-        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(error.code, "bad_request")
-        return api_error_response(ApiError(error.code, code, error.description or error.name))
+        status = error.code or 500  # an HTTPException raised by Flask always has its code
+        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(status, "bad_request")
+        return api_error_response(ApiError(status, code, error.description or error.name))
 
     @app.errorhandler(Exception)
     def unexpected(error: Exception):

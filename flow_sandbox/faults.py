@@ -46,7 +46,8 @@ def _bounded(spec: dict, name: str, low: float, high: float, default, kind=int):
 def parse_fault(spec) -> Fault:
     if not isinstance(spec, dict):
         raise InvalidFault("the body must be a JSON object with a mode")
-    mode, target = spec.get("mode"), spec.get("target", "api")
+    mode = spec.get("mode")
+    target: str = spec.get("target", "api")  # a str once it is found in TARGETS below
     if mode not in MODES:
         raise InvalidFault(f"mode must be one of {', '.join(MODES)}")
     if target not in TARGETS:

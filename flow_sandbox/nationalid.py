@@ -42,7 +42,7 @@ def normalize(national_id: str) -> tuple[str, str]:
     try:
         return country, _validate(country, national_id.strip())
     except ValidationError as error:
-        raise InvalidNationalId(f"invalid {country.upper()} national id: {error.message}") from None
+        raise InvalidNationalId(f"invalid {country.upper()} national id: {getattr(error, 'message', error)}") from None
 
 
 def _validate(country: str, number: str) -> str:

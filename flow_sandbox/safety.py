@@ -35,7 +35,7 @@ def is_loopback_host(host: str) -> bool:
         found = socket.getaddrinfo(host, None)
     except (socket.gaierror, UnicodeError):
         return False
-    return bool(found) and all(is_loopback_address(entry[4][0]) for entry in found)
+    return bool(found) and all(is_loopback_address(str(entry[4][0])) for entry in found)
 
 
 def bind_refusal(host: str, settings: SandboxSettings) -> str | None:
@@ -68,11 +68,9 @@ def _is_control_view() -> bool:
 def _has_control_token(settings: SandboxSettings) -> bool:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     expected = settings.control_token
-    return (
-        bool(expected)
-        and scheme.lower() == "bearer"
-        and secrets.compare_digest(token.strip().encode(), expected.encode())
-    )
+    if not expected:
+        return False
+    return scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(), expected.encode())
 
 
 def guard_request() -> None:

@@ -131,7 +131,8 @@ class Page:
 
 
 # What each control action needs and does: allowed from (status, lifecycle) -> new values.
-_TRANSITIONS = {
+# action -> the (status, lifecycle) pairs it may start from, and the fields it sets
+_TRANSITIONS: dict[str, tuple[set[tuple[str, str]], dict[str, object]]] = {
     "open": ({(UNOPENED, ACTIVE)}, {"status": OPENED}),
     "accept": ({(UNOPENED, ACTIVE), (OPENED, ACTIVE)}, {"status": ACCEPTED, "lifecycle": COMPLETED}),
     "reject": ({(UNOPENED, ACTIVE), (OPENED, ACTIVE)}, {"status": REJECTED, "lifecycle": COMPLETED}),
@@ -222,7 +223,7 @@ class FlowStore:
             if action == "archive":
                 if flow.archived:
                     raise TransitionNotAllowed("the flow is already archived")
-                changes = {"archived": True}
+                changes: dict[str, object] = {"archived": True}
             else:
                 allowed_from, changes = _TRANSITIONS[action]
                 if (flow.status, flow.lifecycle) not in allowed_from:

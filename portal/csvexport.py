@@ -43,7 +43,7 @@ def csv_response(filename: str, header: Iterable[str], rows: Iterable[Iterable])
 
 def download_response(filename: str, chunks: Iterable[str], mimetype: str) -> Response:
     """A streamed attachment of text chunks, read inside the request."""
-    response = Response(stream_with_context(chunks), mimetype=mimetype)
+    response = Response(stream_with_context(iter(chunks)), mimetype=mimetype)
     response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
     response.headers["Cache-Control"] = "no-store"
     return response

@@ -60,7 +60,7 @@ def translated(text) -> str:
 
 def init_app(app: Flask) -> None:
     babel.init_app(app, locale_selector=select_language)
-    app.jinja_env.install_gettext_callables(
+    app.jinja_env.install_gettext_callables(  # type: ignore[attr-defined]  # added by jinja2.ext.i18n, untyped
         gettext=lambda string: request_translations().ugettext(string),
         ngettext=lambda singular, plural, n: request_translations().ungettext(singular, plural, n),
         pgettext=lambda context, string: request_translations().upgettext(context, string),

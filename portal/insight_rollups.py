@@ -9,8 +9,9 @@ Counts are exact; percentiles from the histogram are within PRECISION of the tru
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
+from typing import Any
 
 from sqlalchemy import (
     Integer,
@@ -27,10 +28,13 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from .extensions import db
 from .models import FlowRecord, InsightDirty, InsightDuration, InsightQuarter
+
+# A session of one's own, or Flask-SQLAlchemy's db.session (a scoped_session that acts as one).
+AnySession = Session | scoped_session[Any]
 
 QUARTER = 900  # seconds: from 2000 on, every zone's midnight falls on a UTC quarter hour
 DAY = 86400
@@ -71,7 +75,7 @@ def insight_state(row) -> tuple:
     return tuple(getattr(row, name) for name in INSIGHT_FIELDS)
 
 
-def mark_changed(before: dict[str, tuple | None], rows: dict) -> None:
+def mark_changed(before: Mapping[str, tuple | None], rows: dict) -> None:
     """Mark the quarters of the flows whose insight fields differ from `before` (their state when read)."""
     quarters: set[int] = set()
     for flow_id, row in rows.items():
@@ -96,13 +100,13 @@ def mark_quarters(quarters: Iterable[int], session: Session | None = None) -> No
     quarters = sorted(set(quarters))
     if not quarters:
         return
-    session = session or db.session
+    active: AnySession = session or db.session
     table = InsightDirty.__table__
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    dialect = postgresql if active.get_bind().dialect.name == "postgresql" else sqlite
     statement = dialect.insert(table).on_conflict_do_update(
         index_elements=[table.c.quarter], set_={"stamp": table.c.stamp + 1}
     )
-    session.execute(statement, [{"quarter": quarter, "stamp": 1} for quarter in quarters])
+    active.execute(statement, [{"quarter": quarter, "stamp": 1} for quarter in quarters])
 
 
 # -- refreshing ----------------------------------------------------------------------------------------------
@@ -116,7 +120,7 @@ def refresh(first: int, end: int) -> None:
 class Refresh:
     """One refresh in steps (lock and read the marks, sum, write back), so a test can interleave a write."""
 
-    def __init__(self, session: Session, first: int, end: int):
+    def __init__(self, session: AnySession, first: int, end: int):
         self.session, self.first, self.end = session, first, end
         self.marks: dict[int, int] = {}
         self.quarters: list[dict] = []
@@ -171,6 +175,7 @@ class Refresh:
             summed.setdefault(quarter, dict.fromkeys(COUNTS, 0) | {"quarter": quarter})["decisions"] = count
         self.quarters = list(summed.values())
         day_spans = [(first * PER_DAY, end * PER_DAY) for first, end in self.day_spans]
+        rows: Iterable[tuple[tuple[int, int], int]]
         if postgres:
             rows = (((day, bucket), n) for day, bucket, n in self.session.execute(_histogram_postgres(day_spans)))
         else:  # SQLite may be built without ln(): bucketed here

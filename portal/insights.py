@@ -8,6 +8,7 @@ between them by index: the same SQL on SQLite, which knows no zones, as on Postg
 import math
 import re
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 from functools import cached_property
@@ -92,7 +93,7 @@ def _custom(args, today: date, zone: str) -> tuple[DateRange, list[str]]:
     first, first_problem = _read_day(args.get("from", ""), _("From"))
     last, last_problem = _read_day(args.get("to", ""), _("To"))
     problems = [problem for problem in (first_problem, last_problem) if problem]
-    if problems:
+    if problems or first is None or last is None:  # a day is None only with a problem to show
         return preset(DEFAULT_RANGE, today, zone), [*problems, _("Showing the last 7 days.")]
     if first > last:
         message = _(
@@ -342,7 +343,7 @@ def _durations_sqlite(span: DateRange) -> Select:
     return select(seconds).where(_decided_in(span)).order_by(seconds)
 
 
-def percentile(ordered: list[float], fraction: float) -> float | None:
+def percentile(ordered: Sequence[float], fraction: float) -> float | None:
     """PostgreSQL's percentile_cont over sorted values: linear between the two nearest ranks."""
     if not ordered:
         return None

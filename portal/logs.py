@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from flask import Flask, g, request
 from flask.logging import default_handler
@@ -52,7 +53,7 @@ class GunicornAccessFormatter(JsonFormatter):
     """gunicorn's access lines as JSON fields: the path without its query string, never the request line."""
 
     def content(self, record: logging.LogRecord) -> dict:
-        atoms = record.args if isinstance(record.args, Mapping) else {}
+        atoms: Mapping[str, Any] = record.args if isinstance(record.args, Mapping) else {}  # gunicorn's atoms
         method, path, status = atoms.get("m"), atoms.get("U"), atoms.get("s")
         fields = {
             "message": f"{method} {path} {status}",

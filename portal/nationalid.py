@@ -85,7 +85,8 @@ def infer_country(value: str | None) -> str | None:
     candidate = (value or "").strip()
     shaped = [country for country, shape in SHAPES if shape.fullmatch(candidate)]
     valid = [country for country in shaped if is_valid(country, candidate)]
-    return (valid or shaped or [None])[0]
+    found = valid or shaped
+    return found[0] if found else None
 
 
 def birth_date_of(country: str, value: str) -> date | None:

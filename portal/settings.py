@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, overload
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -127,6 +128,10 @@ class _Reader:
     def __init__(self, env: Mapping):
         self.env = env
 
+    @overload
+    def text(self, name: str, default: str, *, secret: bool = False) -> str: ...
+    @overload
+    def text(self, name: str, default: None = None, *, secret: bool = False) -> str | None: ...
     def text(self, name: str, default: str | None = None, *, secret: bool = False) -> str | None:
         value = self.env.get(name)
         if secret and not value and self.env.get(f"{name}_FILE"):
@@ -162,6 +167,12 @@ class _Reader:
             raise SettingsError(f"{name} must be from {low} to {high}, got {raw}")
         return value
 
+    @overload
+    def url(self, name: str, default: str, *, required: bool = False) -> str: ...
+    @overload
+    def url(self, name: str, default: None = None, *, required: Literal[True]) -> str: ...
+    @overload
+    def url(self, name: str, default: None = None, *, required: bool = False) -> str | None: ...
     def url(self, name: str, default: str | None = None, *, required: bool = False) -> str | None:
         value = self.required(name) if required else self.text(name, default)
         if value is None:

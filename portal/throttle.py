@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from flask import Flask, current_app, request
 from limits import RateLimitItem, parse_many
-from limits.storage import storage_from_string
+from limits.storage import Storage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
 log = logging.getLogger(__name__)
@@ -45,12 +45,15 @@ class Throttle:
     """Named limits over one storage: `throttle.attempt("sign-in-account", SIGN_IN_PER_ACCOUNT, name)`."""
 
     def __init__(self, storage_uri: str, prefix: str, enabled: bool = True):
-        options = {}
+        options: dict[str, float | str | bool] = {}
         if storage_uri.startswith(("redis://", "rediss://", "unix://")):
             options = {"key_prefix": prefix, "socket_timeout": STORE_TIMEOUT, "socket_connect_timeout": STORE_TIMEOUT}
         self.enabled = enabled
         self.shared = bool(options)
-        self._storage = storage_from_string(storage_uri, **options)
+        storage = storage_from_string(storage_uri, **options)
+        if not isinstance(storage, Storage):  # an async+ URI: the limiter below is synchronous
+            raise ValueError(f"not a synchronous limits storage: {storage_uri.split(':', 1)[0]}")
+        self._storage = storage
         self._limiter = MovingWindowRateLimiter(self._storage)
         self._reported_at = -OUTAGE_REPORT_EVERY
 

@@ -13,6 +13,7 @@ Lists are oldest first and paged by keyset (a cursor of the last row's time and 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import overload
 
 from sqlalchemy import and_, bindparam, func, literal, or_, select, true, tuple_
 
@@ -205,6 +206,10 @@ def _stuck(record: FlowRecord, open_incidents: int) -> StuckFlow:
     )
 
 
+@overload
+def _aware(moment: datetime) -> datetime: ...
+@overload
+def _aware(moment: None) -> None: ...
 def _aware(moment: datetime | None) -> datetime | None:
     """An expression's value comes back without the column type: naive on SQLite, so UTC is said here."""
     if moment is None or moment.tzinfo is not None:
@@ -307,7 +312,10 @@ def flows_with_open_incidents(after: Cursor | None = None, limit: int = 50) -> P
         query = query.having(or_(oldest > after.at, and_(oldest == after.at, first_row > after.row_id)))
     found = db.session.execute(query).all()
     records = _records([flow_id for flow_id, *_ in found])
-    rows = [_incident_flow(flow_id, records.get(flow_id), *rest) for flow_id, *rest in found]
+    rows = [
+        _incident_flow(flow_id, records.get(flow_id), count, oldest_at, first_row)
+        for flow_id, count, oldest_at, first_row in found
+    ]
     return _page(rows, limit, lambda row: Cursor(row.oldest_at, row.row_id))
 
 

@@ -55,12 +55,12 @@ def compare(flow: FlowDetail, record: FlowRecord | None, events: Iterable[Webhoo
 
 def service_says(flow: FlowDetail, record: FlowRecord | None) -> ServiceSays:
     """The retrieve response, with the consent status the service's list gave the index (never an event's)."""
-    listed = record is not None and record.status_source not in (None, WEBHOOK)
+    listed = record if record is not None and record.status_source not in (None, WEBHOOK) else None
     return ServiceSays(
         version=flow.version,
         updated_at=flow.updated_at,
-        consent_status=record.consent_status if listed else None,
-        status_at=record.status_at if listed else None,
+        consent_status=listed.consent_status if listed is not None else None,
+        status_at=listed.status_at if listed is not None else None,
         lifecycle=flow.status,
         webhook_url=flow.data.webhook_url,
     )
@@ -79,6 +79,8 @@ def _event_heard(flow_id: str, event: WebhookEvent) -> EventHeard:
     seen = from_event(
         flow_id, event.event_type, event.status, event.occurred_at, event.reference_id, payload, event.received_at
     )
+    if seen is None:  # from_event reads no event without a flow id
+        raise ValueError("an event heard for a flow needs the flow's id")
     return EventHeard(seen.state_at, seen.version, seen.consent_status, seen.lifecycle)
 
 
@@ -232,7 +234,7 @@ def candidates(now: datetime, most: int) -> list[str]:
 
 
 def flagged_count() -> int:
-    return db.session.scalar(select(func.count()).where(FlowRecord.gap_at.is_not(None)))
+    return db.session.scalar(select(func.count()).where(FlowRecord.gap_at.is_not(None))) or 0
 
 
 # -- the admin page and the event pages -----------------------------------------------------------
@@ -256,7 +258,8 @@ def event_counts(flow_ids: list[str]) -> dict[str, int]:
         .where(WebhookEvent.flow_id.in_(flow_ids))
         .group_by(WebhookEvent.flow_id)
     )
-    return dict(db.session.execute(query).all())
+    # flow_id is one of flow_ids, never None
+    return {flow_id: count for flow_id, count in db.session.execute(query) if flow_id is not None}
 
 
 def unknown_flows(flow_ids: Iterable[str | None]) -> set[str]:

@@ -44,7 +44,8 @@ class IncidentReport:
 
 def detail_incidents(flow: FlowDetail) -> IncidentReport:
     """The retrieve response's incidents; not complete when it says it has some but lists none readable."""
-    body = flow.raw.get("flow") if isinstance(flow.raw.get("flow"), dict) else flow.raw
+    body = flow.raw.get("flow")
+    body = body if isinstance(body, dict) else flow.raw
     incidents = read_seen_incidents(body.get("incidents"))
     return IncidentReport(incidents, complete=bool(incidents) or not flow.has_incidents)
 
@@ -53,7 +54,8 @@ def event_incidents(event_type: str | None, payload: dict) -> IncidentReport | N
     """The incident a `flow.incident` event carries in `data.incident` (or at the top level); else None."""
     if event_type != INCIDENT_EVENT:
         return None
-    data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+    data = payload.get("data")
+    data = data if isinstance(data, dict) else {}
     value = data.get("incident", data.get("incidents", payload.get("incident")))
     incidents = read_seen_incidents(value)
     return IncidentReport(incidents, complete=False) if incidents else None
@@ -61,6 +63,7 @@ def event_incidents(event_type: str | None, payload: dict) -> IncidentReport | N
 
 def read_seen_incidents(value: Any) -> tuple[SeenIncident, ...]:
     """One record, a list of them, or records keyed by id (spec §2.5); odd entries read as far as they go."""
+    entries: list[tuple[str | None, Any]]
     if isinstance(value, list):
         entries = [(None, item) for item in value]
     elif isinstance(value, dict) and _single_record(value):
@@ -69,7 +72,7 @@ def read_seen_incidents(value: Any) -> tuple[SeenIncident, ...]:
         entries = [(str(key), item) for key, item in value.items()]
     else:
         return ()
-    seen = {}
+    seen: dict[str, SeenIncident] = {}
     for key, item in entries:
         incident = _seen(Incident.from_json(key or "", item))
         if incident:

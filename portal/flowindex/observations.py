@@ -135,7 +135,8 @@ def from_event(
     """A stored webhook event; `flowStatus`, `archived` and `version` are read from `data` or the top level."""
     if not flow_id:
         return None
-    data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+    data = payload.get("data")
+    data = data if isinstance(data, dict) else {}
 
     def field(name):
         return data.get(name, payload.get(name))

@@ -1,10 +1,11 @@
 """Applying observations to the index, with the version rule: newer wins, older never overwrites."""
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -104,11 +105,20 @@ class IndexRow:
     """One index row as plain attributes: merged in Python, written back in bulk (the ORM's unit of
     work costs more than the database here)."""
 
-    def __init__(self, values):
+    def __init__(self, values: Mapping[Any, Any]) -> None:
         self.__dict__.update({name: None for name in _columns()} | dict(values))
 
-    def values(self) -> dict:
+    if TYPE_CHECKING:
+        # FlowRecord's columns, set in __init__
+        def __getattr__(self, name: str) -> Any: ...
+        def __setattr__(self, name: str, value: Any) -> None: ...
+
+    def values(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _columns() if name != "id"}
+
+
+# What merge works on: an ORM row, or the plain rows a batch is merged into.
+Record = FlowRecord | IndexRow
 
 
 @cache
@@ -143,13 +153,15 @@ def _write_rows(new: list[IndexRow], existing: list[IndexRow]) -> None:
 def _copy_rows(rows: list[IndexRow]) -> None:
     """New rows through PostgreSQL's COPY: a tenth of the cost of an INSERT per row (a sync's first run)."""
     names = [name for name in _columns() if name != "id"]
-    cursor = db.session.connection().connection.driver_connection.cursor()
+    driver_connection = db.session.connection().connection.driver_connection
+    assert driver_connection is not None  # a checked-out connection has its DBAPI connection
+    cursor = driver_connection.cursor()
     with cursor.copy(f"COPY flow_index ({', '.join(names)}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row([getattr(row, name) for name in names])
 
 
-def merge(record: FlowRecord, observation: Observation, index_key: bytes, fresh: bool = False) -> bool:
+def merge(record: Record, observation: Observation, index_key: bytes, fresh: bool = False) -> bool:
     """Bring `observation` into `record`; True when something staff can see changed."""
     changed = _merge_identity(record, observation, index_key)
     newer_version = _version_order(record, observation)
@@ -175,7 +187,7 @@ def merge(record: FlowRecord, observation: Observation, index_key: bytes, fresh:
     return changed
 
 
-def last_change(record: FlowRecord) -> datetime | None:
+def last_change(record: Record) -> datetime | None:
     """The flow's last change for stuck lists: the same rule as migration 0010's backfill."""
     updated, opened = record.updated_at, record.opened_at
     if updated is not None and (opened is None or updated >= opened):
@@ -183,7 +195,7 @@ def last_change(record: FlowRecord) -> datetime | None:
     return opened or record.created_at or record.changed_at
 
 
-def _merge_milestones(record: FlowRecord, observation: Observation) -> None:
+def _merge_milestones(record: Record, observation: Observation) -> None:
     """When the flow was first known opened and decided: the earliest time any source puts on it.
 
     A webhook event says when; a list or retrieve only that it had happened by then (its `updatedAt`,
@@ -198,7 +210,7 @@ def _merge_milestones(record: FlowRecord, observation: Observation) -> None:
         record.decided_at = min(record.decided_at or when, when)
 
 
-def _merge_heard(record: FlowRecord, observation: Observation) -> None:
+def _merge_heard(record: Record, observation: Observation) -> None:
     """What the flow's webhook events have told: the highest version, the newest time and its status."""
     if observation.version is not None:
         record.heard_version = max(record.heard_version or observation.version, observation.version)
@@ -207,14 +219,14 @@ def _merge_heard(record: FlowRecord, observation: Observation) -> None:
         record.heard_status = observation.consent_status or record.heard_status
 
 
-def _version_order(record: FlowRecord, observation: Observation) -> bool | None:
+def _version_order(record: Record, observation: Observation) -> bool | None:
     """True/False when both carry a version and they differ (then the version decides); None otherwise."""
     if observation.version is None or record.version is None or observation.version == record.version:
         return None
     return observation.version > record.version
 
 
-def _not_older(record: FlowRecord, time_column: str, observation: Observation) -> bool:
+def _not_older(record: Record, time_column: str, observation: Observation) -> bool:
     kept = getattr(record, time_column)
     return kept is None or observation.state_at >= kept
 
@@ -238,7 +250,7 @@ def _merge_part(record, observation: Observation, fields: tuple, time_column: st
     return changed
 
 
-def _merge_identity(record: FlowRecord, observation: Observation, index_key: bytes) -> bool:
+def _merge_identity(record: Record, observation: Observation, index_key: bytes) -> bool:
     changed = _take_known(record, observation, IDENTITY_FIELDS)
     if observation.last_name:
         record.last_name_key = name_key(observation.last_name)
@@ -249,7 +261,7 @@ def _merge_identity(record: FlowRecord, observation: Observation, index_key: byt
     return _merge_national_id(record, observation, index_key) or changed
 
 
-def _merge_national_id(record: FlowRecord, observation: Observation, index_key: bytes) -> bool:
+def _merge_national_id(record: Record, observation: Observation, index_key: bytes) -> bool:
     if record.national_id_hash:
         return False  # a flow's national id never changes: read and hash it once
     number = read_national_id(observation.national_id, observation.country or record.country)

@@ -89,7 +89,7 @@ def _deliver(settings, channel: str, subject: str, message: dict, now: datetime)
 
 def attempt(settings, row_id: int, clock: Clock) -> Outcome:
     """One try at a claimed notice; no transaction is held open while the receiver answers."""
-    row = db.session.get(Notification, row_id)
+    row = db.session.get_one(Notification, row_id)
     channel, subject, message = row.channel, row.subject, json.loads(row.payload)
     db.session.commit()
     started = time.perf_counter()
@@ -100,7 +100,7 @@ def attempt(settings, row_id: int, clock: Clock) -> Outcome:
 
 def record(settings, row_id: int, outcome: Outcome, now: datetime, duration_ms: int) -> None:
     """Save the attempt and what comes next: sent, another try after the backoff, or failed for good."""
-    row = db.session.get(Notification, row_id)
+    row = db.session.get_one(Notification, row_id)
     db.session.add(
         NotificationAttempt(
             notification_id=row_id, at=now, ok=outcome.ok, detail=outcome.detail, duration_ms=duration_ms
@@ -124,7 +124,7 @@ def send_due(settings, clock: Clock) -> SendReport:
             outcome = attempt(settings, row_id, clock)
             if outcome.ok:
                 report.sent += 1
-            elif outcome.give_up or db.session.get(Notification, row_id).status == "failed":
+            elif outcome.give_up or db.session.get_one(Notification, row_id).status == "failed":
                 report.failed += 1
             else:
                 report.retrying += 1

@@ -63,7 +63,8 @@ def _incident_notices_lately(now: datetime, flow_ids: set[str]) -> dict[str, int
         )
         .group_by(Notification.flow_id)
     )
-    return dict(db.session.execute(query).all())
+    # flow_id is one of flow_ids, never None
+    return {flow_id: count for flow_id, count in db.session.execute(query) if flow_id is not None}
 
 
 def _incident_notice(settings, incident: FlowIncident, reference_id: str | None, held_back: bool) -> Notice:

@@ -2,6 +2,7 @@
 
 from datetime import datetime, timezone
 from functools import cache
+from typing import Literal
 
 from babel import Locale
 from babel.dates import format_timedelta
@@ -19,7 +20,12 @@ from ..roles import role_required
 
 bp = Blueprint("insights", __name__, url_prefix="/insights")
 # How a duration reads: the two largest units that matter (3 h 25 min, 2 d 4 h), each in the reader's language.
-UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+UNITS: tuple[tuple[Literal["day", "hour", "minute", "second"], int], ...] = (
+    ("day", 86400),
+    ("hour", 3600),
+    ("minute", 60),
+    ("second", 1),
+)
 
 
 @bp.get("")
@@ -91,7 +97,8 @@ def duration(seconds: float | None) -> str:
     """Seconds as the two largest units that are not zero, in the reader's language: "3 hr 25 min"."""
     if seconds is None:
         return "—"
-    left, parts = round(seconds), []
+    left = round(seconds)
+    parts: list[str] = []
     for unit, size in UNITS:
         if left >= size or (unit == "second" and not parts):
             amount, left = divmod(left, size)
