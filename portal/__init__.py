@@ -102,14 +102,15 @@ def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:
         TRUSTED_HOSTS=list(settings.trusted_hosts),  # any other Host header is a 400, never echoed in a link
     )
     app.config.update({key: overrides[key] for key in FLASK_KEYS if key in overrides})
+    # WSGI middleware the way Flask documents it (mypy sees wsgi_app as a method, hence the ignores).
     # Inside ProxyFix, so they see the client's host and address.
     headers = security.security_headers(settings.public_url.startswith("https://"))
-    app.wsgi_app = intake.WebhookIntake(app.wsgi_app, app, headers)
-    app.wsgi_app = security.TrustedHosts(app.wsgi_app, settings.trusted_hosts, headers)
+    app.wsgi_app = intake.WebhookIntake(app.wsgi_app, app, headers)  # type: ignore[method-assign]
+    app.wsgi_app = security.TrustedHosts(app.wsgi_app, settings.trusted_hosts, headers)  # type: ignore[method-assign]
     if settings.trusted_proxies:
         # Behind N reverse proxies: the client address (audit log, throttling) and https come from them.
         hops = settings.trusted_proxies
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops)
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops)  # type: ignore[method-assign]
 
 
 def _init_extensions(app: Flask, settings: Settings) -> None:

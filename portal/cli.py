@@ -393,7 +393,8 @@ def sync_flows(archived: bool, walk_all: bool, since: str | None, details: int, 
             f"flows sync stopped: {reason}; written before it stopped: {stop.report.progress()}"
         ) from None
     click.echo(report.summary())
-    click.echo(report.gaps.line())
+    if report.gaps is not None:  # run_sync always checks gaps after a walk that finished
+        click.echo(report.gaps.line())
     if notices := scan_after_sync():
         click.echo(notices)
 

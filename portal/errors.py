@@ -196,7 +196,8 @@ def upstream_error_page(error: FlowApiError):
 
 
 def _http_error(error: HTTPException):
-    title, advice = PAGES.get(error.code, (error.name, error.description or ""))
+    page = PAGES.get(error.code) if error.code is not None else None
+    title, advice = page or (error.name, error.description or "")
     return render_error(error.code or 500, title, advice, retry=error.code in RETRY_LATER)
 
 

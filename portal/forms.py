@@ -1,5 +1,6 @@
 """The portal's forms; Flask-WTF adds the CSRF token to each."""
 
+from datetime import date
 from urllib.parse import urlsplit
 
 from flask import current_app, flash
@@ -140,7 +141,7 @@ class CreateFlowForm(FlaskForm):
         self.synthetic_examples = (
             [] if self.production else [(code, number) for code in countries for number in example_synthetic_ids(code)]
         )
-        self.birth_date = None  # read from a valid number, shown for a visual check
+        self.birth_date: date | None = None  # read from a valid number, shown for a visual check
 
     def validate_national_id(self, field) -> None:
         country = self.country.data

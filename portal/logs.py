@@ -59,7 +59,7 @@ class GunicornAccessFormatter(JsonFormatter):
             "message": f"{method} {path} {status}",
             "method": method,
             "path": path,
-            "status": int(status) if str(status).isdigit() else status,
+            "status": int(str(status)) if str(status).isdigit() else status,
             "bytes": atoms.get("B"),
             "duration_ms": round(atoms.get("D", 0) / 1000, 1),
             "remote_addr": atoms.get("h"),

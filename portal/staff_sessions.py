@@ -47,6 +47,7 @@ def init_app(app: Flask, settings: Settings) -> None:
     login_manager.user_loader(_load_user)
     app.before_request(_require_sign_in)
     if settings.staff_sso_enabled:
+        assert settings.oidc_issuer is not None  # what staff_sso_enabled says
         oauth = OAuth(app)  # one registry per app: a module-level one would keep the first app's client
         app.extensions["staff_sso"] = oauth.register(
             "staff",

@@ -1,5 +1,5 @@
 """Contracts of the flow pages that mutation testing found unguarded: resending a refused create, failures that
-surely created nothing, and pages the browser must not keep."""
+surely created nothing, pages the browser must not keep, and the security headers of every answer."""
 
 import socket
 
@@ -11,6 +11,7 @@ from support import form_data, sign_in
 
 from portal.extensions import db
 from portal.models import CreateSubmission, User
+from portal.security import CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY
 
 SENT_ALREADY = "was sent already"
 MAYBE_CREATED = "may have been created"
@@ -118,3 +119,32 @@ def test_static_files_may_be_cached(client):
     with client.get("/static/css/portal.css") as answer:
         assert answer.status_code == 200 and answer.mimetype == "text/css"
         assert "no-store" not in answer.headers.get("Cache-Control", "")
+
+
+EXPECTED_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "Permissions-Policy": PERMISSIONS_POLICY,
+}
+
+
+@pytest.mark.parametrize("path", ["/login", "/flows", "/healthz", "/static/css/portal.css"])
+def test_every_answer_carries_the_security_headers(client, path):
+    with client.get(path) as answer:
+        assert {name: answer.headers.get(name) for name in EXPECTED_HEADERS} == EXPECTED_HEADERS
+        assert "Strict-Transport-Security" not in answer.headers, "plain http: no HSTS"
+
+
+def test_a_refused_host_carries_the_security_headers_too(client):
+    refused = client.get("/login", headers={"Host": "evil.example"})
+    assert refused.status_code == 400
+    assert {name: refused.headers.get(name) for name in EXPECTED_HEADERS} == EXPECTED_HEADERS
+
+
+def test_https_answers_carry_hsts(make_app):
+    app = make_app(PORTAL_PUBLIC_URL="https://portal.example", PORTAL_TRUSTED_HOSTS="portal.example")
+    answer = app.test_client().get("/login", base_url="https://portal.example")
+    assert answer.headers["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains"
+    assert answer.headers["X-Frame-Options"] == "DENY"

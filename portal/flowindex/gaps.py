@@ -87,7 +87,9 @@ def find_gap(service: ServiceSays, heard: Heard, *, portal_webhook_url: str, now
 
 def sends_webhooks_here(webhook_url: str | None, heard: Heard, portal_webhook_url: str) -> bool:
     """The flow has a webhook address and its events come here: some were received, or it is ours."""
-    return bool(webhook_url) and (heard.received or same_address(webhook_url, portal_webhook_url))
+    if not webhook_url:
+        return False
+    return heard.received or same_address(webhook_url, portal_webhook_url)
 
 
 def same_address(one: str, other: str) -> bool:

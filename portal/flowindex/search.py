@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta, timezone
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from flask import current_app
@@ -128,14 +129,14 @@ def status_counts(search: FlowSearch) -> dict[str | None, int]:
         query = select(FlowRecord.consent_status, func.count()).where(*conditions).group_by(FlowRecord.consent_status)
         return dict(db.session.execute(query).all())
     statuses = {status: FlowRecord.consent_status == status for status in CONSENT_STATUSES}
-    counts = {status: _capped_count([*conditions, term]) for status, term in statuses.items()}
+    counts: dict[str | None, int] = {status: _capped_count([*conditions, term]) for status, term in statuses.items()}
     counts[None] = _capped_count([*conditions, FlowRecord.consent_status.is_(None)])
     return {status: count for status, count in counts.items() if count}
 
 
 def _capped_count(conditions: list) -> int:
     capped = select(FlowRecord.id).where(*conditions).limit(COUNT_CAP + 1).subquery()
-    return db.session.scalar(select(func.count()).select_from(capped))
+    return db.session.scalar(select(func.count()).select_from(capped)) or 0
 
 
 def export_rows(search: FlowSearch, chunk: int = EXPORT_CHUNK) -> Iterator[FlowRecord]:
@@ -172,7 +173,11 @@ def _walk(search: FlowSearch, backwards: bool, start: Position | None, limit: in
     return rows
 
 
-def _segments(column, descending: bool, start: Position | None):
+# One stretch of a walk: its where conditions and its order by.
+Stretch = tuple[list[Any], tuple[Any, ...]]
+
+
+def _segments(column, descending: bool, start: Position | None) -> list[Stretch]:
     """The (where, order by) of each stretch of the walk from `start` on.
 
     Rows without a sort value sort as the oldest. A NULL has no place in a row comparison, so they
@@ -185,8 +190,8 @@ def _segments(column, descending: bool, start: Position | None):
         valued.append(key < (start.value, start.row) if descending else key > (start.value, start.row))
     elif start is not None:
         unvalued.append(row < start.row if descending else row > start.row)
-    valued_stretch = (valued, (column.desc(), row.desc()) if descending else (column.asc(), row.asc()))
-    unvalued_stretch = (unvalued, (row.desc(),) if descending else (row.asc(),))
+    valued_stretch: Stretch = (valued, (column.desc(), row.desc()) if descending else (column.asc(), row.asc()))
+    unvalued_stretch: Stretch = (unvalued, (row.desc(),) if descending else (row.asc(),))
     in_unvalued = start is not None and start.value is None
     if descending:  # valued rows, then those without a value; from an unvalued start only the latter remain
         walk = [unvalued_stretch] if in_unvalued else [valued_stretch, unvalued_stretch]

@@ -10,7 +10,7 @@ wins, else the later time) and says, for each part, which source it came from an
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select
 
@@ -114,7 +114,30 @@ STATUS_COLUMNS = (
 )
 
 
-def _indexed(record: FlowRecord | None) -> tuple[Reading, Reading, Reading]:
+class StatusColumns(Protocol):
+    """What the index says of a flow's status: a FlowRecord, or a row of STATUS_COLUMNS."""
+
+    @property
+    def consent_status(self) -> str | None: ...
+    @property
+    def status_source(self) -> str | None: ...
+    @property
+    def status_at(self) -> datetime | None: ...
+    @property
+    def lifecycle(self) -> str | None: ...
+    @property
+    def lifecycle_source(self) -> str | None: ...
+    @property
+    def lifecycle_at(self) -> datetime | None: ...
+    @property
+    def archived(self) -> bool | None: ...
+    @property
+    def archived_source(self) -> str | None: ...
+    @property
+    def archived_at(self) -> datetime | None: ...
+
+
+def _indexed(record: StatusColumns | None) -> tuple[Reading, Reading, Reading]:
     """The index's three readings of a flow; `record` may be a row of STATUS_COLUMNS."""
     if record is None:
         return Reading(), Reading(), Reading()
@@ -142,7 +165,7 @@ def status_of_detail(flow: FlowDetail, record: FlowRecord | None, events: list[W
     return _weigh([_readings(from_detail(flow, now)), *from_events, _indexed(record)], now)
 
 
-def status_of_item(item: FlowSummary, archived: bool, record: FlowRecord | None) -> FlowStatus:
+def status_of_item(item: FlowSummary, archived: bool, record: StatusColumns | None) -> FlowStatus:
     """A row of the live list: the list item just fetched (from the current or archived tab) and the index."""
     now = utc_now()
     return _weigh([_readings(from_summary(item, archived, now)), _indexed(record)], now)

@@ -195,7 +195,10 @@ class Walk:
 
 def walk_pages(client: FlowClient, walk: Walk) -> Iterator[FlowPage]:
     """The list's pages, newest first; WalkStopped instead of a page already walked."""
-    after, at, previous, asked = None, (), None, set()
+    after: str | None = None
+    at: tuple[tuple[str, str], ...] = ()
+    previous: str | None = None
+    asked: set[tuple[tuple[str, str | None], ...]] = set()
     while True:
         page = client.list_flows(walk.limit, walk.archived, starting_after=after, position=dict(at) or None)
         if repeats_previous_page(after, previous, page):
@@ -328,7 +331,7 @@ def run_sync(
 
     Raises SyncLocked when another sync holds the lease, SyncStopped when this one cannot finish.
     """
-    app = current_app._get_current_object()
+    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]  # a LocalProxy, typed as Flask
     lease = DatabaseLease(LEASE_NAME, clock)
     if not lease.acquire():
         held = lease.current()

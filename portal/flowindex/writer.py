@@ -97,7 +97,7 @@ class IndexWriter:
             if jobs[-1] is None:  # closed
                 return
             busy = len(jobs) > 1
-            self._write(jobs)
+            self._write([job for job in jobs if job is not None])  # all of them: None comes last, and closes
             with self._idle:
                 self._pending -= len(jobs)
                 self._idle.notify_all()
@@ -116,8 +116,9 @@ class IndexWriter:
         self._handed[key] = (said, seen_at)
         return False
 
-    def _not_written_lately(self, observations) -> list[Observation]:
-        fresh, in_batch = [], {}
+    def _not_written_lately(self, observations: Iterable[Observation | None]) -> list[Observation]:
+        fresh: list[Observation] = []
+        in_batch: dict[str, tuple[Observation, datetime]] = {}
         for observation in observations:
             if observation is None:
                 continue

@@ -2,6 +2,7 @@
 
 import json
 from datetime import timedelta
+from typing import Any
 from urllib.parse import urlencode
 
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
@@ -224,14 +225,16 @@ def rejected():
     """Refused deliveries: every one counted by reason and address, the newest kept as samples."""
     form = RejectedFilterForm(REJECTION_KINDS, DIAGNOSIS_TITLES, KIND_TITLES, formdata=request.args)
     if not form.validate():
-        page = render_template(
+        html = render_template(
             "admin/rejected.html", form=form, summary=rejection_summary(), kind_titles=KIND_TITLES, page=None
         )
-        return page, 400
+        return html, 400
     kind, source = form.kind.data or None, (form.source.data or "").strip() or None
     why = form.diagnosis.data or None
     network = network_named(source) if source else None
-    args = {name: value for name, value in (("kind", kind), ("source", source), ("diagnosis", why)) if value}
+    args: dict[str, Any] = {
+        name: value for name, value in (("kind", kind), ("source", source), ("diagnosis", why)) if value
+    }
     before = before_argument(request.args.get("before"))
     page = newest_first(rejected_samples(network, why), RejectedDelivery, before, PAGE_SIZE)
     return render_template(
@@ -325,4 +328,5 @@ def gaps():
 
 def _gaps_url(**positions: int | None) -> str:
     """The gaps page at these positions of its two lists."""
-    return url_for("admin.gaps", **{name: value for name, value in positions.items() if value})
+    given: dict[str, Any] = {name: value for name, value in positions.items() if value}
+    return url_for("admin.gaps", **given)

@@ -53,6 +53,7 @@ def _valid_filters():
     filters, dropped = _filters(request.args)
     if dropped:
         flash(_("A filter value was not valid and was left out."), "warning")
+        assert request.endpoint is not None  # a view is answering
         return filters, redirect(url_for(request.endpoint, **filters))
     return filters, None
 

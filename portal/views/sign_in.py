@@ -87,7 +87,7 @@ def login():
         message = _("Too many attempts. Wait %(seconds)d seconds and try again.", seconds=wait)
         return _refused(form, 429, message, wait)
     user = find_account(username)
-    if _password_matches(user, form.password.data) and user.is_active:
+    if _password_matches(user, form.password.data) and user is not None and user.is_active:
         signed_in_well(username)
         metrics.count_sign_in("success")
         return _start_session(user, form.next.data, "password")

@@ -2,6 +2,7 @@
 
 import re
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from babel.dates import format_timedelta
 from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
@@ -124,7 +125,8 @@ def _stuck_args(raw) -> tuple[dict, list[str]]:
 
 
 def _incident_args(raw) -> tuple[dict, list[str]]:
-    args, problems = {}, []
+    args: dict[str, Any] = {}
+    problems: list[str] = []
     kind, category = raw.get("type"), raw.get("category")
     if kind is not None or category is not None:
         if GROUP_VALUE.fullmatch(kind or "") and GROUP_VALUE.fullmatch(category or ""):
