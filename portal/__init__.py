@@ -10,7 +10,7 @@ from dotenv import find_dotenv, load_dotenv
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import cli, database, errors, i18n, logs, notify, presentation, security, staff_sessions, throttle
+from . import cli, current, database, errors, i18n, logs, notify, presentation, security, staff_sessions, throttle
 from .extensions import csrf, db, migrate
 from .flowapi import build_client
 from .flowindex import feed as flow_index
@@ -86,7 +86,7 @@ def _load_settings(app: Flask, config: Mapping | None) -> Settings:
 
 
 def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:
-    app.extensions["portal.settings"] = settings
+    app.extensions[current.SETTINGS] = settings
     app.config.update(
         SECRET_KEY=settings.secret_key,
         SQLALCHEMY_DATABASE_URI=settings.database_url,
@@ -121,7 +121,7 @@ def _init_extensions(app: Flask, settings: Settings) -> None:
     throttle.init_app(app, settings.redis_url, settings.redis_prefix)
     i18n.init_app(app)
     staff_sessions.init_app(app, settings)
-    app.extensions["flow_client"] = build_client(settings)
+    app.extensions[current.FLOW_CLIENT] = build_client(settings)
     flow_index.init_app(app)
     notify.init_app(app)
 

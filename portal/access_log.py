@@ -9,10 +9,11 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 
-from flask import current_app, has_request_context, request
+from flask import has_request_context, request
 from flask_login import current_user
 from sqlalchemy import select
 
+from . import current
 from .extensions import db
 from .flowindex.keys import read_national_id
 from .masking import is_national_id_key
@@ -31,7 +32,7 @@ BATCH = 500
 def subject_key_of(national_id: str | None, country: str | None = None) -> str | None:
     """The person's subject key, or None when `national_id` is no valid id."""
     number = read_national_id(national_id, country)
-    return number.keyed_hash(current_app.extensions["portal.settings"].index_key) if number else None
+    return number.keyed_hash(current.settings().index_key) if number else None
 
 
 def record_access(subject_key: str | None, kind: str, target: str, purpose: str | None = None) -> None:

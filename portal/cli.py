@@ -12,10 +12,11 @@ from pathlib import Path
 
 import click
 import requests
-from flask import Flask, current_app
+from flask import Flask
 from flask.cli import AppGroup, with_appcontext
 from joserfc.jwk import RSAKey
 
+from . import current
 from .accounts import (
     AccountError,
     all_accounts,
@@ -53,7 +54,7 @@ MAX_AGE = timedelta(days=36500)  # --older-than: a century, far inside what a da
 
 
 def _settings():
-    return current_app.extensions["portal.settings"]
+    return current.settings()
 
 
 def _user(username: str) -> User:
@@ -248,7 +249,7 @@ def _diagnosis(error: FlowApiError) -> str:
 def check():
     """Fetch a token and one page of flows; print OK or a one-line diagnosis."""
     settings = _settings()
-    client = current_app.extensions["flow_client"]
+    client = current.flow_client()
     try:
         described = client.provider.describe()
         page = client.list_flows(limit=1)

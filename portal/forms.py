@@ -3,7 +3,7 @@
 from datetime import date
 from urllib.parse import urlsplit
 
-from flask import current_app, flash
+from flask import flash
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
@@ -20,6 +20,7 @@ from wtforms import (
 from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, EqualTo, Length, Optional, Regexp, ValidationError
 
+from . import current
 from .accounts import MIN_PASSWORD
 from .flowindex.observations import CONSENT_STATUSES, LIFECYCLES
 from .labels import STATUS_LABELS, audit_action_label, purpose_label
@@ -136,7 +137,7 @@ class CreateFlowForm(FlaskForm):
         super().__init__(**kwargs)
         self.country.choices = [SelectChoice(code, COUNTRY_NAMES[code]) for code in countries]
         self.country.description = " · ".join(f"{COUNTRY_NAMES[code]}: {NUMBERS[code][2]}" for code in countries)
-        self.production = current_app.extensions["portal.settings"].environment == "production"
+        self.production = current.settings().environment == "production"
         # The test environment offers the official synthetic identities to pick from.
         self.synthetic_examples = (
             [] if self.production else [(code, number) for code in countries for number in example_synthetic_ids(code)]

@@ -11,6 +11,7 @@ from flask import Flask, current_app
 from flask_babel import format_number, get_locale
 from flask_babel import lazy_gettext as _l
 
+from . import current
 from .i18n import gettext as _
 from .i18n import translated
 from .labels import access_kind_label, action_label, audit_action_label, purpose_label, role_label, status_label
@@ -75,7 +76,7 @@ def local_time(moment: datetime | None, seconds: bool = False) -> str:
     """
     if moment is None:
         return "—"
-    here = _in_zone(moment, ZoneInfo(current_app.extensions["portal.settings"].timezone))
+    here = _in_zone(moment, ZoneInfo(current.settings().timezone))
     locale = _format_locale()
     day = _formatted_day(here.date(), str(locale))
     clock = format_time(here, "medium" if seconds else "short", locale=locale)
@@ -178,5 +179,5 @@ def init_app(app: Flask) -> None:
 
     @app.context_processor
     def portal_context():
-        settings = current_app.extensions["portal.settings"]
+        settings = current.settings()
         return {"environment": settings.environment, "settings": settings}

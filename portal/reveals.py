@@ -3,14 +3,16 @@
 The session holds only flow ids, when each grant ends and the purpose stated, never a national id.
 """
 
-from flask import current_app, session
+from flask import session
+
+from . import current
 
 REVEAL_WINDOW = 300  # seconds a reveal may be reloaded without being recorded again
 MAX_GRANTS = 20
 
 
 def _now() -> int:
-    return int(current_app.extensions["portal.clock"]())
+    return int(current.clock()())
 
 
 def grant_reveal(flow_id: str, purpose: str) -> None:

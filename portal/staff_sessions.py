@@ -13,6 +13,7 @@ from flask import Flask, current_app, flash, g, redirect, request, session, url_
 from flask_babel import lazy_gettext as _l
 from flask_login import current_user, login_user
 
+from . import current
 from .database import DatabaseUnavailable, database_unavailable, is_unavailable, mark_unavailable
 from .extensions import db, login_manager
 from .models import User
@@ -38,7 +39,7 @@ SEEN_EVERY = 60  # seconds: the idle clock is written back at most this often, n
 
 
 def init_app(app: Flask, settings: Settings) -> None:
-    app.extensions.setdefault("portal.clock", time.time)
+    app.extensions.setdefault(current.CLOCK, time.time)
     login_manager.init_app(app)
     login_manager.login_view = "auth.login"
     login_manager.login_message = _l("Please sign in to continue.")
@@ -64,7 +65,7 @@ def staff_sso():
 
 
 def _now() -> int:
-    return int(current_app.extensions["portal.clock"]())
+    return int(current.clock()())
 
 
 def begin_session(user: User) -> None:
@@ -92,7 +93,7 @@ def end_session(user: User) -> None:
 
 def _session_problem(user: User) -> str | None:
     """Why this request's session no longer holds for `user`, or None while it does."""
-    settings = current_app.extensions["portal.settings"]
+    settings = current.settings()
     now, since, seen = _now(), session.get("since"), session.get("seen")
     if session.get("sv") != user.session_version or not isinstance(since, int) or not isinstance(seen, int):
         return "ended"

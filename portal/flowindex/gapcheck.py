@@ -5,11 +5,11 @@ and flows only webhook events know of (the service answers 404 for them, or a co
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
-from flask import current_app
 from sqlalchemy import and_, exists, func, or_, select
 
+from .. import current
 from ..database import changed_rows
 from ..extensions import db
 from ..flowapi import FlowApiError, FlowClient, FlowDetail, NotFound
@@ -26,11 +26,11 @@ GAP_CHECKS = 100  # flows `flows sync` fetches at most to confirm a gap: bounded
 
 def portal_now() -> datetime:
     """The portal's clock (`portal.clock`, which tests move on) as an aware UTC time."""
-    return datetime.fromtimestamp(current_app.extensions["portal.clock"](), timezone.utc)
+    return current.now()
 
 
 def _settings():
-    return current_app.extensions["portal.settings"]
+    return current.settings()
 
 
 # -- one flow ------------------------------------------------------------------------------------

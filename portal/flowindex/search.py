@@ -13,9 +13,9 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from flask import current_app
 from sqlalchemy import func, or_, select, true, tuple_
 
+from .. import current
 from ..extensions import db
 from ..models import FlowRecord
 from ..paging import MAX_ROW_ID
@@ -261,5 +261,5 @@ def _name_prefix(key: str):
 
 def day_start(day: date) -> datetime:
     """Midnight starting `day` in PORTAL_TIMEZONE."""
-    zone = ZoneInfo(current_app.extensions["portal.settings"].timezone)
+    zone = ZoneInfo(current.settings().timezone)
     return datetime.combine(day, time(), tzinfo=zone).astimezone(timezone.utc)

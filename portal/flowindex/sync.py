@@ -20,6 +20,7 @@ from flask import Flask, current_app
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 
+from .. import current
 from ..database import changed_rows
 from ..extensions import db
 from ..flowapi import FlowApiError, FlowClient, FlowPage, NotFound
@@ -282,7 +283,7 @@ class PageWriter:
 
 def _fetch_details(client: FlowClient, lease: DatabaseLease, report: SyncReport, most: int) -> None:
     """Fetch the flows without a name in the index (newest first) and write what their pages say."""
-    index_key = current_app.extensions["portal.settings"].index_key
+    index_key = current.settings().index_key
     for chunk in _chunks(_flows_without_name(most), DETAIL_CHUNK):
         observations = []
         for flow_id in chunk:

@@ -6,6 +6,7 @@ background thread per process, by `flows sync` and by `flask --app portal notifi
 
 from flask import Flask, current_app
 
+from .. import current
 from ..extensions import db
 from .outbox import configured_channels, queue_notice
 from .worker import Notifier
@@ -30,7 +31,7 @@ def notifier() -> Notifier:
 def enqueue(kind: str, dedupe_key: str, flow_id: str | None, subject: str, payload: dict) -> int:
     """Queue a notice on every configured channel (once per key), commit, and wake the sender; rows queued."""
     sender = notifier()
-    settings = current_app.extensions["portal.settings"]
+    settings = current.settings()
     queued = queue_notice(settings, kind, dedupe_key, flow_id, subject, payload, sender.clock())
     db.session.commit()
     if queued:
@@ -40,5 +41,5 @@ def enqueue(kind: str, dedupe_key: str, flow_id: str | None, subject: str, paylo
 
 def incidents_recorded() -> None:
     """For code that has just stored an incident: the sender looks for new ones now, not at its next idle check."""
-    if configured_channels(current_app.extensions["portal.settings"]):
+    if configured_channels(current.settings()):
         notifier().wake()

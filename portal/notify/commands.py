@@ -1,10 +1,10 @@
 """`flask --app portal notifications ...`: one sending pass (for cron), and a test notice."""
 
 import click
-from flask import current_app
 from flask.cli import AppGroup
 from sqlalchemy import select
 
+from .. import current
 from ..extensions import db
 from ..models import Notification
 from . import notifier
@@ -16,7 +16,7 @@ NOT_CONFIGURED = "notifications are off: set PORTAL_NOTIFY_URL and PORTAL_NOTIFY
 
 
 def _settings():
-    return current_app.extensions["portal.settings"]
+    return current.settings()
 
 
 @notifications.command("send")

@@ -5,11 +5,12 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 from werkzeug.datastructures import MultiDict
 
+from .. import current
 from ..access_log import LOOKUP, accesses_of, record_access, subject_key_of
 from ..accounts import (
     AccountError,
@@ -201,7 +202,7 @@ def access():
 def subjects():
     """Access and erasure requests: a person's stored records as one JSON document, or erased."""
     form = SubjectRequestForm()
-    held = current_app.extensions["portal.settings"].legal_hold
+    held = current.settings().legal_hold
     if not form.validate_on_submit():
         status = 400 if form.is_submitted() else 200
         return render_template("admin/subjects.html", form=form, held=held), status
@@ -259,7 +260,7 @@ def rejected():
 @bp.get("/notifications")
 def notifications():
     """Outgoing notices, newest first, each with its attempts; the channels they go out on."""
-    settings = current_app.extensions["portal.settings"]
+    settings = current.settings()
     before = before_argument(request.args.get("before"))
     page = review.notices(before, PAGE_SIZE)
     return render_template(
@@ -279,7 +280,7 @@ def notification_test():
     """Queue a test notice on every configured channel; the sender delivers it within seconds."""
     if not ConfirmForm().validate_on_submit():
         abort(400)
-    sent_on = review.queue_test(current_app.extensions["portal.settings"], notifier().clock())
+    sent_on = review.queue_test(current.settings(), notifier().clock())
     if not sent_on:
         flash(_("Notifications are off: there is no channel to test."), "warning")
         return redirect(url_for("admin.notifications"))

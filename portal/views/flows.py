@@ -3,11 +3,12 @@
 import secrets
 from dataclasses import replace
 
-from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 
+from .. import current
 from ..access_log import EXPORT_ROW, FLOW_DETAIL, REVEAL, SEARCH, record_access, recorded_while_read, subject_key_of
 from ..audit import record_audit
 from ..csvexport import csv_response
@@ -52,11 +53,11 @@ bp = Blueprint("flows", __name__, url_prefix="/flows")
 
 
 def flow_client() -> FlowClient:
-    return current_app.extensions["flow_client"]
+    return current.flow_client()
 
 
 def settings():
-    return current_app.extensions["portal.settings"]
+    return current.settings()
 
 
 @bp.get("")

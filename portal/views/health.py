@@ -6,7 +6,7 @@ import time
 from flask import Blueprint, Response, abort, current_app, request
 from sqlalchemy import text
 
-from .. import metrics
+from .. import current, metrics
 from ..database import mark_unavailable
 from ..extensions import db
 from ..flowapi import FlowApiError
@@ -57,7 +57,7 @@ def live():
 def ready():
     """The process can reach its database and obtain a Flow Service token."""
     body = {"status": "ok", "database": _database_state(), "token": "ok"}
-    failure = current_app.extensions[TOKEN_CHECK].failure(current_app.extensions["flow_client"].provider)
+    failure = current_app.extensions[TOKEN_CHECK].failure(current.flow_client().provider)
     if failure:
         body |= {"token": "unavailable", "token_error": failure}
     if failure or body["database"] != "ok":
@@ -77,7 +77,7 @@ def _database_state() -> str:
 @bp.get("/metrics", endpoint="metrics")
 def scrape():
     """Prometheus metrics, for the allowed addresses or the bearer token; anyone else finds nothing here."""
-    settings = current_app.extensions["portal.settings"]
+    settings = current.settings()
     authorization = request.headers.get("Authorization")
     if not metrics.may_scrape(request.remote_addr, authorization, settings.metrics_token, settings.metrics_allow):
         abort(404)

@@ -1,16 +1,16 @@
 """Insights: how consent is going over a chosen range of days, for every signed-in staff member."""
 
-from datetime import datetime, timezone
 from functools import cache
 from typing import Literal
 
 from babel import Locale
 from babel.dates import format_timedelta
 from babel.numbers import format_decimal, format_percent
-from flask import Blueprint, current_app, g, render_template, request
+from flask import Blueprint, g, render_template, request
 from flask_babel import get_locale
 from flask_babel import gettext as _
 
+from .. import current
 from ..flowindex.observations import CONSENT_STATUSES
 from ..insight_rollups import PRECISION
 from ..insights import EXACT_PERCENTILE_DAYS, RANGES, insight, local_today, parse_range
@@ -32,8 +32,8 @@ UNITS: tuple[tuple[Literal["day", "hour", "minute", "second"], int], ...] = (
 @role_required("viewer")
 def index():
     """Counts by status, the funnel, time to decision and per-day series for today, 7 or 30 days or custom days."""
-    zone = current_app.extensions["portal.settings"].timezone
-    now = datetime.fromtimestamp(current_app.extensions["portal.clock"](), timezone.utc)
+    zone = current.settings().timezone
+    now = current.now()
     span, problems = parse_range(request.args, local_today(now, zone), zone)
     figures = insight(span)
     return render_template(

@@ -8,7 +8,7 @@ from flask_login import current_user, logout_user
 from flask_wtf.csrf import CSRFError
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from .. import metrics
+from .. import current, metrics
 from ..accounts import find_account, find_sso_account, record_sign_in, remember_language
 from ..audit import record_audit
 from ..errors import csrf_error_page
@@ -133,7 +133,7 @@ def set_language():
 @bp.get("/login/sso")
 def sso_start():
     """Send the person to the staff identity provider."""
-    callback = current_app.extensions["portal.settings"].public_url + url_for("auth.sso_callback")
+    callback = current.settings().public_url + url_for("auth.sso_callback")
     return (staff_sso() or abort(404)).authorize_redirect(callback)  # never built from the Host header
 
 

@@ -1,14 +1,15 @@
 """Work lists for support staff: stuck flows, flows with open incidents, and the incident queue."""
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from babel.dates import format_timedelta
-from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask_babel import get_locale
 from flask_babel import gettext as _
 
+from .. import current
 from ..roles import role_required
 from ..worklists import (
     COUNT_CAP,
@@ -33,7 +34,7 @@ GROUP_VALUE = re.compile(r"[^\x00-\x1f\x7f]{1,100}")
 
 def _now() -> datetime:
     """The portal's clock (`portal.clock`, moved on by tests) as an aware UTC time."""
-    return datetime.fromtimestamp(current_app.extensions["portal.clock"](), timezone.utc)
+    return current.now()
 
 
 def _age(moment: datetime | None, now: datetime) -> str:
@@ -50,7 +51,7 @@ def stuck():
     args, problems = _stuck_args(request.args)
     if problems:
         return _without(problems, "worklists.stuck", args)
-    now, hours = _now(), args.get("hours", current_app.extensions["portal.settings"].stuck_after_hours)
+    now, hours = _now(), args.get("hours", current.settings().stuck_after_hours)
     stuck_after = timedelta(hours=hours)
     return render_template(
         "insights/stuck.html",

@@ -15,7 +15,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
-from .. import metrics
+from .. import current, metrics
 from ..extensions import csrf
 from ..flowindex.feed import saw_event
 from ..settings import Settings
@@ -60,7 +60,7 @@ def _answer(http_status: int, body: dict[str, str]) -> Answer:
 
 def _reject(status: int, public: str, kind: str, reason: str, body_head: bytes = b"") -> Answer:
     """Count the rejection; keep a sample and log it unless this address's network has sent too many lately."""
-    settings = current_app.extensions["portal.settings"]
+    settings = current.settings()
     address = client_address()
     network = network_of(address)
     tally_rejection(kind, network, reason)
@@ -92,7 +92,7 @@ def _diagnosis(settings: Settings, kind: str, body: bytes) -> Diagnosis:
         retired=settings.webhook_retired_secrets,
         hmac_header=settings.webhook_header,
         id_header=settings.webhook_id_header,
-        now=current_app.extensions["portal.clock"](),
+        now=current.clock()(),
         stored_body=stored_body,
     )
     allowed, _ = current_app.extensions["webhooks.diagnoses"].take()
@@ -255,7 +255,7 @@ def store_delivery(examined: Examined, body: bytes, headers: HeaderSource, sourc
 
 def receive() -> Answer:
     """Take one delivery from the Flow Service (the ones `intake` did not take already)."""
-    settings = current_app.extensions["portal.settings"]
+    settings = current.settings()
     body = _read_body(settings.webhook_max_bytes)  # raw bytes: re-serialised JSON would not match the signature
     if body is None:
         return _reject(
