@@ -12,6 +12,7 @@ from joserfc.jwk import RSAKey
 from sqlalchemy import make_url
 from support import (
     PASSWORD,
+    REDIS_PREFIX,
     LiveServer,
     Receiver,
     Sandbox,
@@ -127,17 +128,35 @@ def postgres_database(postgres_run_url) -> str:
     return empty_postgres(postgres_run_url)
 
 
-@pytest.fixture
-def redis_url() -> str:
-    """A reachable Redis (default db 15 on the local server); each test uses keys unique to it."""
+@pytest.fixture(scope="session")
+def redis_run_url():
+    """The test Redis; at the end, the keys this run (this process) made are removed, nothing else.
+
+    Every key a test makes starts with the run's REDIS_PREFIX, so two runs at once never meet and never flush.
+    """
     import redis
 
     url = os.environ.get("PORTAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    yield url
     try:
-        redis.Redis.from_url(url, socket_connect_timeout=2).ping()  # tests use keys of their own: never flush
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
+        keys = list(client.scan_iter(match=f"{REDIS_PREFIX}*", count=1000))
+        if keys:
+            client.delete(*keys)
     except redis.RedisError:
-        service_missing(f"Redis is not reachable at {url}", "PORTAL_TEST_REDIS_URL")
-    return url
+        pass  # the server went away: there is nothing left to remove from it
+
+
+@pytest.fixture
+def redis_url(redis_run_url) -> str:
+    """A reachable Redis (default db 15 on the local server); each test uses keys under the run's prefix."""
+    import redis
+
+    try:
+        redis.Redis.from_url(redis_run_url, socket_connect_timeout=2).ping()
+    except redis.RedisError:
+        service_missing(f"Redis is not reachable at {redis_run_url}", "PORTAL_TEST_REDIS_URL")
+    return redis_run_url
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 from standardwebhooks import Webhook
-from support import PASSWORD, create_form, portal_config, production_settings, sign_in
+from support import PASSWORD, REDIS_PREFIX, create_form, portal_config, production_settings, sign_in
 
 from portal import create_app
 from portal.extensions import db
@@ -398,7 +398,7 @@ def test_thirty_parallel_guesses_on_two_gunicorn_workers_process_at_most_the_lim
 
     database = f"sqlite:///{tmp_path / 'portal.db'}"
     config = portal_config(
-        sandbox.url, database, PORTAL_REDIS_URL=redis_url, PORTAL_REDIS_PREFIX=f"t-{uuid.uuid4().hex}"
+        sandbox.url, database, PORTAL_REDIS_URL=redis_url, PORTAL_REDIS_PREFIX=f"{REDIS_PREFIX}-{uuid.uuid4().hex[:8]}"
     )
     config = {
         key: str(value)
