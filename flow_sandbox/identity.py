@@ -5,6 +5,7 @@ import secrets
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from joserfc import jwt
@@ -39,8 +40,9 @@ class Principal:
 
 
 class IdentityProvider:
-    def __init__(self, settings: SandboxSettings):
+    def __init__(self, settings: SandboxSettings, clock: Callable[[], float] = time.time):
         self.settings = settings
+        self.clock = clock  # the wall clock tokens are issued and checked by; tests move a clock of their own
         self.signing_key = RSAKey.generate_key(2048, parameters={"kid": f"sandbox-{uuid.uuid4().hex[:12]}"})
         self._clients = {client.client_id: client for client in settings.clients}
         self._trusted = _trusted_keys(settings.trusted_keys)
@@ -67,7 +69,7 @@ class IdentityProvider:
         not_allowed = [scope for scope in scopes if scope not in client.scopes]
         if not_allowed:
             raise TokenRequestError(400, "invalid_scope", f"Invalid scopes: {' '.join(scopes)}")
-        now = time.time()
+        now = self.clock()
         with self._lock:
             self.token_requests += 1
             real_lifetime = self._forced_lifetime or self.settings.token_lifetime
@@ -96,12 +98,15 @@ class IdentityProvider:
     def public_jwks(self) -> dict:
         return {"keys": [self.signing_key.as_dict(private=False) | {"use": "sig", "alg": "RS256"}]}
 
+    def _now(self) -> int:
+        return int(self.clock())
+
     # -- faults ----------------------------------------------------------------------------
 
     def expire_tokens(self, lifetime: int | None) -> None:
         """Revoke every token issued so far; with `lifetime`, new tokens die that early too."""
         with self._lock:
-            self._revoked_before = time.time()
+            self._revoked_before = self.clock()
             self._forced_lifetime = lifetime
 
     def restore_tokens(self) -> None:
@@ -123,7 +128,7 @@ class IdentityProvider:
 
     def _verify_issued(self, token: str) -> Principal:
         claims = self._decode(
-            token, self.signing_key, jwt.JWTClaimsRegistry(exp={"essential": True}, org={"essential": True})
+            token, self.signing_key, jwt.JWTClaimsRegistry(self._now, exp={"essential": True}, org={"essential": True})
         )
         with self._lock:
             revoked = claims.get("auth_time", 0) <= self._revoked_before
@@ -145,6 +150,7 @@ class IdentityProvider:
         if key.public_key.key_size < MIN_CLIENT_KEY_BITS:
             raise InvalidBearer(f"the key must be RSA of at least {MIN_CLIENT_KEY_BITS} bits")
         registry = jwt.JWTClaimsRegistry(
+            self._now,
             leeway=CLOCK_SKEW,
             iss={"essential": True},
             aud={"essential": True, "value": self.settings.audience},
@@ -174,7 +180,7 @@ class IdentityProvider:
         return claims
 
     def _remember_jti(self, jti: str, expires: float) -> None:
-        now = time.time()
+        now = self.clock()
         with self._lock:
             if jti in self._seen_jti:
                 raise InvalidBearer("this jti was used before; make a new JWT for every request")

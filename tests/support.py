@@ -2,6 +2,7 @@
 
 import re
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -129,6 +130,34 @@ def deliver_signed(app, payload: dict, secret: str = DEMO_WEBHOOK_SECRET):
     message_id, moment = f"msg_{uuid.uuid4().hex}", datetime.now(timezone.utc)
     headers = standard_headers(secret, message_id, moment, body) | {"content-type": "application/json"}
     return app.test_client().post("/webhooks/flow", data=body, headers=headers)
+
+
+def wait_until(condition, what: str, seconds: float = 15):
+    """Poll `condition()` until it gives something true (returned), failing with `what` at the deadline."""
+    deadline = time.monotonic() + seconds
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+    return found
+
+
+class Clock:
+    """A clock a test moves: `now` seconds, `sleep` advances it instead of waiting and remembers each wait.
+
+    Called, it gives `now`: pass it where the code takes a clock (the token provider, the transport, the
+    sandbox's identity provider: there start it at `time.time()`).
+    """
+
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
 
 
 def migrated(app):

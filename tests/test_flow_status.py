@@ -8,12 +8,11 @@ import csv
 import html
 import io
 import re
-import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from support import PASSWORD, sign_in
+from support import PASSWORD, sign_in, wait_until
 from test_webhooks import deliver
 
 from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
@@ -53,14 +52,6 @@ def staff(status_app):
     client = status_app.test_client()
     assert sign_in(client, "kari").status_code == 302
     return client
-
-
-def wait_for(condition, timeout: float = 15.0):
-    """Poll until `condition()` is true, failing at the deadline."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.02)
 
 
 def written(app) -> None:
@@ -120,7 +111,7 @@ def test_list_and_detail_show_one_status_in_every_state(status_app, staff, sandb
             assert sandbox.control(flow_id, action).status_code == 200, (name, action)
         flows[name] = flow_id
     events = sum(1 + len(actions) for actions, _ in STATES.values())
-    wait_for(lambda: stored_events(status_app, flows.values()) >= events)
+    wait_until(lambda: stored_events(status_app, flows.values()) >= events, "the events to be stored")
     written(status_app)
     listed = staff.get("/flows").text + staff.get("/flows?archived=true").text
     written(status_app)

@@ -5,7 +5,7 @@ import time
 
 import pytest
 from flask import Flask, jsonify
-from support import migrated, portal_config, run_in_threads
+from support import Clock, migrated, portal_config, run_in_threads
 
 from portal import create_app
 from portal.flowapi import (
@@ -64,21 +64,6 @@ class StandInIdentityProvider:
             body = body | {"access_token": f"token-{number}"}
         answer = jsonify(body) if isinstance(body, dict) else body
         return answer, status, headers
-
-
-class Clock:
-    """The provider's monotonic clock; `sleep` advances it instead of waiting."""
-
-    def __init__(self):
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 @pytest.fixture

@@ -8,14 +8,13 @@ injected moment, never after a sleep.
 import importlib.util
 import json
 import re
-import time
 from datetime import UTC, datetime, timedelta
 from html import unescape
 from pathlib import Path
 
 import pytest
 from sqlalchemy import event, select, text, update
-from support import deliver_signed, sign_in
+from support import deliver_signed, sign_in, wait_until
 from test_views import make_user_for
 
 from portal.extensions import db
@@ -36,14 +35,6 @@ from portal.worklists import (
 KEY = b"test-index-key-0123456789"
 NATIONAL_ID = "15108695088"
 TASK = "send-initiate-webhook"
-
-
-def wait_until(condition, what: str, seconds: float = 15):
-    deadline = time.monotonic() + seconds
-    while not (found := condition()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-    return found
 
 
 def client_for(app, role: str = "viewer"):

@@ -1,8 +1,9 @@
 """`FlowClient`: the portal's only way to the Flow Service."""
 
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 from urllib.parse import quote
 
 from ..settings import Settings
@@ -73,6 +74,16 @@ def _required_endpoint(what: str) -> Iterator[None]:
         ) from None
 
 
+class Clock(NamedTuple):
+    """Where the client reads the time and waits: the real monotonic clock, or a test's."""
+
+    now: Callable[[], float]
+    sleep: Callable[[float], None]
+
+
+MONOTONIC = Clock(time.monotonic, time.sleep)
+
+
 def _refuses_sandbox(settings: Settings) -> bool:
     return settings.environment == "production"
 
@@ -84,7 +95,8 @@ def _required(value: _T | None, name: str) -> _T:
     return value
 
 
-def build_provider(settings: Settings) -> TokenProvider:
+def build_provider(settings: Settings, clock: Clock = MONOTONIC) -> TokenProvider:
+    """The token provider of FLOW_AUTH_MODE; `clock` (monotonic seconds and a sleep) times renewal and retries."""
     timeout = (settings.connect_timeout, settings.read_timeout)
     if settings.auth_mode == "self_signed_jwt":
         return SelfSignedJwtProvider(
@@ -105,18 +117,22 @@ def build_provider(settings: Settings) -> TokenProvider:
         retries=settings.retries,
         retry_budget=settings.retry_budget,
         refuse_sandbox=_refuses_sandbox(settings),
+        clock=clock.now,
+        sleep=clock.sleep,
     )
 
 
-def build_client(settings: Settings) -> FlowClient:
+def build_client(settings: Settings, clock: Clock = MONOTONIC) -> FlowClient:
     return FlowClient(
         Transport(
             settings.api_url,
-            build_provider(settings),
+            build_provider(settings, clock),
             connect_timeout=settings.connect_timeout,
             read_timeout=settings.read_timeout,
             retries=settings.retries,
             retry_budget=settings.retry_budget,
             refuse_sandbox=_refuses_sandbox(settings),
+            clock=clock.now,
+            sleep=clock.sleep,
         )
     )

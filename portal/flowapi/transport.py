@@ -11,6 +11,7 @@ import random
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -84,7 +85,11 @@ class Transport:
         retry_budget: float,
         pool_size: int = 32,
         refuse_sandbox: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        # The retry budget and the waits between retries are on `clock` and `sleep` (tests pass their own).
+        self._clock, self._sleep = clock, sleep
         self.base_url = base_url.rstrip("/")
         self.provider = provider
         self.timeout = (connect_timeout, read_timeout)
@@ -124,7 +129,7 @@ class Transport:
         body: dict[str, Any] | None = None,
         idempotent: bool,
     ) -> Reply:
-        deadline = time.monotonic() + self.retry_budget
+        deadline = self._clock() + self.retry_budget
         attempt, renewed = 0, False
         while True:
             token = self._token()
@@ -142,10 +147,10 @@ class Transport:
             if not (idempotent and error.retryable) or attempt >= self.retries:
                 raise error
             delay = retry_after if retry_after is not None else _backoff(attempt)
-            if time.monotonic() + delay > deadline:
+            if self._clock() + delay > deadline:
                 raise error
             log.warning("flowapi: %s %s failed (%r), retrying in %.2f s", method, path, error.support_code, delay)
-            time.sleep(delay)
+            self._sleep(delay)
             attempt += 1
 
     def _attempt(
