@@ -181,29 +181,29 @@ def sign_in(client, username: str, password: str = PASSWORD, next_url: str = "")
 
 
 class Receiver:
-    """A stand-in webhook endpoint that records every delivery and answers `status`."""
+    """A stand-in webhook endpoint that records every delivery and answers `status`.
+
+    Clear `open` to hold every delivery at the door until it is set again (a slow receiver).
+    """
 
     def __init__(self, serve):
         from flask import Flask, request
 
         self.deliveries: list[dict] = []
         self.status = 204
-        self.delay = 0.0
+        self.open = threading.Event()
+        self.open.set()
         app = Flask("receiver")
 
         @app.post("/hooks")
         def hook():
-            import time
-
-            time.sleep(self.delay)
+            self.open.wait(30)
             self.deliveries.append({"headers": dict(request.headers), "body": request.get_data()})
             return "", self.status
 
         self.url = serve(app) + "/hooks"
 
     def wait_for(self, count: int, timeout: float = 10.0) -> list[dict]:
-        import time
-
         deadline = time.monotonic() + timeout
         while len(self.deliveries) < count and time.monotonic() < deadline:
             time.sleep(0.02)

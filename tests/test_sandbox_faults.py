@@ -4,6 +4,7 @@ import time
 
 import pytest
 import requests
+from support import Clock
 
 
 def test_error_fault_answers_5xx_for_count_requests(sandbox):
@@ -53,7 +54,10 @@ def test_expire_tokens_revokes_issued_tokens(sandbox):
 
 
 def test_expire_tokens_with_lifetime_makes_new_tokens_die_early(sandbox):
+    service_clock = Clock(time.time())
+    sandbox.app.extensions["flow_sandbox"].identity.clock = service_clock
     sandbox.fault(mode="expire_tokens", lifetime=1)
+    service_clock.now += 0.5  # a token issued from here on is not a revoked one
     token = sandbox.token()
     answer = requests.post(
         sandbox.token_url,
@@ -67,7 +71,7 @@ def test_expire_tokens_with_lifetime_makes_new_tokens_die_early(sandbox):
     )
     assert answer.json()["expires_in"] == 300
     assert sandbox.api("GET", "/api/flows", token).status_code == 200
-    time.sleep(2.1)
+    service_clock.now += 3  # past its one second, rounded up to the next whole second
     assert sandbox.api("GET", "/api/flows", token).status_code == 401
 
 
