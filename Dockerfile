@@ -1,4 +1,12 @@
 # The portal under gunicorn, as the README's "Run in production" describes. Build: docker build -t flow-portal .
+
+# First the wheel: it carries the templates, the static files and the compiled translations (setup.py).
+FROM python:3.12-slim AS wheel
+WORKDIR /src
+COPY . .
+RUN pip wheel --no-deps --no-cache-dir -w /wheels .
+
+# Then the image: the installed wheel, the gunicorn settings and the WSGI entry point; no sources.
 FROM python:3.12-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -11,11 +19,10 @@ RUN groupadd --system --gid 10001 portal \
     && useradd --system --uid 10001 --gid 10001 --home-dir /app --no-create-home portal
 
 WORKDIR /app
-COPY . .
-# Editable, so the package finds templates/ and static/ beside it in /app (a wheel does not carry them);
-# the translations are compiled here because messages.mo is a build output, not kept in git.
-RUN pip install -e . \
-    && pybabel compile -d portal/translations \
+COPY --from=wheel /wheels /wheels
+COPY gunicorn.conf.py wsgi.py ./
+RUN pip install /wheels/*.whl \
+    && rm -rf /wheels \
     && mkdir -p instance \
     && chown 10001:10001 instance
 
