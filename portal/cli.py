@@ -31,6 +31,7 @@ from .accounts import (
 from .audit import EXPORT_FORMATS, AuditFilter, export_audit, record_audit
 from .csvexport import csv_chunks
 from .flowapi import FlowApiError, InsufficientScope, TokenRequestRefused, Unauthorized, UpstreamProtocolError
+from .flowapi.records import parse_timestamp
 from .flowindex.gapcheck import GAP_CHECKS
 from .flowindex.sync import ALL, ARCHIVED, CURRENT, LeaseLost, SyncLocked, SyncReport, SyncStopped, run_sync
 from .masking import mask_document
@@ -289,12 +290,10 @@ def prune(older_than: str):
 def _since(value: str | None) -> datetime | None:
     if value is None:
         return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-        return moment.astimezone(timezone.utc)  # also proves it is a moment a database can hold
-    except (ValueError, OverflowError):
-        raise click.BadParameter("use an ISO 8601 date or time, e.g. 2026-11-01T00:00:00Z") from None
+    moment = parse_timestamp(value)  # the service's own reading of a time: ISO 8601, UTC when no offset is given
+    if moment is None:
+        raise click.BadParameter("use an ISO 8601 date or time, e.g. 2026-11-01T00:00:00Z")
+    return moment
 
 
 EXPORT_COLUMNS = ("event_id", "type", "flow_id", "received_at", "body")
