@@ -95,17 +95,21 @@ def test_create_countries_follow_the_scopes():
     assert settings_with(FLOW_SCOPES="loan-application:create:se loan-application:accept:no").create_countries == ["se"]
 
 
-def test_a_bad_setting_stops_start_up_with_one_line():
+def start_up(settings: dict, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`flask --app portal routes` with only these FLOW_/PORTAL_ settings: what starting the portal prints."""
     environment = {key: value for key, value in os.environ.items() if not key.startswith(("FLOW_", "PORTAL_"))}
-    environment |= {"FLOW_API_URL": "not a url", "PORTAL_SECRET_KEY": "x" * 32}
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "flask", "--app", "portal", "routes"],
-        cwd=ROOT,
-        env=environment,
+        cwd=cwd,
+        env=environment | settings,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_a_bad_setting_stops_start_up_with_one_line():
+    result = start_up({"FLOW_API_URL": "not a url", "PORTAL_SECRET_KEY": "x" * 32})
     assert result.returncode != 0
     assert (
         result.stderr.strip()
@@ -160,18 +164,10 @@ def test_an_unusable_private_key_is_a_setting_error(tmp_path, kind, reason):
 
 def test_a_junk_private_key_stops_start_up_with_one_line(tmp_path):
     key = _key_files(tmp_path)["junk"]
-    environment = {key: value for key, value in os.environ.items() if not key.startswith(("FLOW_", "PORTAL_"))}
-    environment |= {name: str(value) for name, value in portal_config("http://127.0.0.1:8081", "sqlite://").items()}
-    environment |= {"FLOW_AUTH_MODE": "self_signed_jwt", "FLOW_JWT_PRIVATE_KEY": str(key), "FLOW_JWT_KID": "k1"}
-    environment.pop("TESTING", None)
-    result = subprocess.run(
-        [sys.executable, "-m", "flask", "--app", "portal", "routes"],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    settings = {name: str(value) for name, value in portal_config("http://127.0.0.1:8081", "sqlite://").items()}
+    settings |= {"FLOW_AUTH_MODE": "self_signed_jwt", "FLOW_JWT_PRIVATE_KEY": str(key), "FLOW_JWT_KID": "k1"}
+    settings.pop("TESTING")
+    result = start_up(settings, cwd=tmp_path)
     assert result.returncode != 0
     assert result.stderr.strip() == (
         f"portal: configuration error: FLOW_JWT_PRIVATE_KEY: {key} is not an RSA private key in PEM form"
