@@ -6,6 +6,8 @@ tokens come from the sandbox's identity provider.
 
 import json
 import logging
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
 
 import pytest
 from altservice import LAST_NAME_REASON
@@ -26,6 +28,7 @@ from portal.flowapi import (
     ValidationFailed,
     build_client,
 )
+from portal.flowapi.transport import _backoff, retry_after_seconds
 from portal.settings import load_settings
 
 NATIONAL_ID = "15108695088"
@@ -96,6 +99,8 @@ def test_each_refusal_of_a_create_is_its_own_error(client, upstream, status, exp
     assert (error.status, error.code) == (status, "some_code")
     if expected is not EndpointNotFound:  # that one says what is wrong with the address instead
         assert error.reason == "Refused by the stand-in"
+    if expected not in (EndpointNotFound, UpstreamProtocolError):  # those two say what went wrong themselves
+        assert str(error) == "Refused by the stand-in", "the service's own words, not a placeholder"
     assert upstream.calls == (2 if status == 401 else 1), "a POST is never repeated, except once with a new token"
 
 
@@ -148,3 +153,16 @@ def test_a_national_id_in_plain_text_or_withheld_internals_is_masked(client, ups
     withheld = [record.getMessage() for record in caplog.records if "withheld" in record.getMessage()]
     assert withheld and "IllegalStateException" in withheld[0]
     assert NATIONAL_ID not in caplog.text
+
+
+def test_the_backoff_doubles_from_a_fifth_of_a_second_up_to_two_seconds():
+    for attempt, ceiling in ((0, 0.2), (1, 0.4), (2, 0.8), (3, 1.6), (4, 2.0), (10, 2.0)):
+        delays = [_backoff(attempt) for _ in range(50)]
+        assert all(ceiling / 2 <= delay <= ceiling for delay in delays), (attempt, min(delays), max(delays))
+
+
+def test_a_retry_after_date_is_read_against_the_clock():
+    soon = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
+    assert 25 <= retry_after_seconds(soon) <= 30
+    past = format_datetime(datetime.now(timezone.utc) - timedelta(seconds=30), usegmt=True)
+    assert retry_after_seconds(past) == 0.0, "a date gone by: try again at once"

@@ -1,12 +1,17 @@
-"""Contracts of portal/webhooks that mutation testing found unguarded: what a stored event links to."""
+"""Contracts of portal/webhooks that mutation testing found unguarded: what a stored event links to, and how
+the hmac-sha256 scheme tells its refusals apart."""
 
+import hashlib
+import hmac
+import json
+import secrets
 import uuid
 from datetime import datetime, timezone
 
 from support import deliver_signed
 
 from portal.extensions import db
-from portal.models import WebhookEvent
+from portal.models import RejectionTally, WebhookEvent
 
 
 def reference_only_event(reference: str, event_type: str) -> dict:
@@ -32,3 +37,36 @@ def test_an_event_naming_only_the_flows_reference_is_on_its_timeline(app, sandbo
     assert page.status_code == 200
     assert "flow.reminder_sent" in page.text, "the event names the flow's reference, which no other flow has"
     assert f"/events/{stored.id}" in page.text
+
+
+HMAC_SECRET = secrets.token_urlsafe(32)
+
+
+def hmac_refusal(app, signature: str | None) -> tuple[int, str, str]:
+    """Deliver an event under the hmac-sha256 scheme with `signature` (None: no header); status, kind, reason."""
+    body = json.dumps({"id": str(uuid.uuid4()), "type": "flow.status_changed"}).encode()
+    headers = {"content-type": "application/json"} | ({"X-Flow-Signature": signature} if signature else {})
+    answer = app.test_client().post("/webhooks/flow", data=body, headers=headers)
+    with app.app_context():
+        tally = db.session.query(RejectionTally).order_by(RejectionTally.last_at.desc()).first()
+        return answer.status_code, tally.kind if tally else "", tally.last_reason if tally else ""
+
+
+def test_hmac_signatures_missing_malformed_or_wrong_are_told_apart(make_app):
+    app = make_app(FLOW_WEBHOOK_SCHEME="hmac-sha256", FLOW_WEBHOOK_SECRETS=HMAC_SECRET)
+    status, kind, reason = hmac_refusal(app, None)
+    assert (status, kind, reason) == (401, "missing_header", "missing header X-Flow-Signature")
+    status, kind, reason = hmac_refusal(app, "sha256=not-hex")
+    assert (status, kind, reason) == (401, "malformed_signature", "X-Flow-Signature is not a hex SHA-256 digest")
+    status, kind, reason = hmac_refusal(app, "sha256=" + "0" * 64)
+    assert (status, kind, reason) == (401, "signature", "no secret matches the signature")
+
+
+def test_an_hmac_signature_in_capitals_or_without_prefix_is_accepted(make_app):
+    app = make_app(FLOW_WEBHOOK_SCHEME="hmac-sha256", FLOW_WEBHOOK_SECRETS=HMAC_SECRET)
+    for prefix, case in (("sha256=", str.upper), ("", str.lower)):
+        body = json.dumps({"id": str(uuid.uuid4()), "type": "flow.status_changed"}).encode()
+        digest = case(hmac.new(HMAC_SECRET.encode(), body, hashlib.sha256).hexdigest())
+        headers = {"content-type": "application/json", "X-Flow-Signature": f" {prefix}{digest} "}
+        answer = app.test_client().post("/webhooks/flow", data=body, headers=headers)
+        assert answer.status_code == 200 and answer.get_json()["status"] == "stored", answer.text
