@@ -157,8 +157,10 @@ def test_a_national_id_in_plain_text_or_withheld_internals_is_masked(client, ups
 
 def test_the_backoff_doubles_from_a_fifth_of_a_second_up_to_two_seconds():
     for attempt, ceiling in ((0, 0.2), (1, 0.4), (2, 0.8), (3, 1.6), (4, 2.0), (10, 2.0)):
-        delays = [_backoff(attempt) for _ in range(50)]
+        delays = [_backoff(attempt) for _ in range(300)]
         assert all(ceiling / 2 <= delay <= ceiling for delay in delays), (attempt, min(delays), max(delays))
+        # spread over the whole upper half (jitter): no run of 300 misses the top or bottom tenth of it
+        assert min(delays) < ceiling * 0.55 and max(delays) > ceiling * 0.95, (attempt, min(delays), max(delays))
 
 
 def test_a_retry_after_date_is_read_against_the_clock():
