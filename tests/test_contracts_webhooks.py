@@ -8,10 +8,14 @@ import secrets
 import uuid
 from datetime import datetime, timezone
 
+import pytest
 from support import deliver_signed
 
+from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
 from portal.extensions import db
 from portal.models import RejectionTally, WebhookEvent
+from portal.webhooks.schemes import verify_delivery
+from portal.webhooks.signing import signed_headers
 
 
 def reference_only_event(reference: str, event_type: str) -> dict:
@@ -70,3 +74,17 @@ def test_an_hmac_signature_in_capitals_or_without_prefix_is_accepted(make_app):
         headers = {"content-type": "application/json", "X-Flow-Signature": f" {prefix}{digest} "}
         answer = app.test_client().post("/webhooks/flow", data=body, headers=headers)
         assert answer.status_code == 200 and answer.get_json()["status"] == "stored", answer.text
+
+
+@pytest.mark.parametrize("scheme", ["standard-webhooks", "hmac-sha256"])
+def test_what_the_portal_signs_its_own_receiver_accepts(scheme):
+    """`flask webhooks send-test` signs with signed_headers: the receiver's verify_delivery must accept it."""
+    secret = DEMO_WEBHOOK_SECRET if scheme == "standard-webhooks" else HMAC_SECRET
+    body = json.dumps({"id": "evt-signed", "type": "flow.status_changed"})
+    headers = signed_headers(scheme, secret, "msg_1", datetime.now(timezone.utc), body, "X-Flow-Signature")
+    if scheme == "hmac-sha256":
+        assert list(headers) == ["X-Flow-Signature"] and headers["X-Flow-Signature"].startswith("sha256=")
+    verified = verify_delivery(
+        body.encode(), headers, scheme=scheme, secrets=("whsec_" + "A" * 32, secret), hmac_header="X-Flow-Signature"
+    )
+    assert (verified.scheme, verified.secret_index) == (scheme, 1)
