@@ -11,8 +11,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from support import PASSWORD, deliver_signed, sign_in
-from test_flow_status import wait_for
+from support import PASSWORD, deliver_signed, sign_in, wait_until
 
 from portal.extensions import db
 from portal.flowindex.gaps import (
@@ -224,7 +223,7 @@ def row(app, flow_id: str) -> FlowRecord:
 def created_and_heard(sandbox, app, hook: str) -> str:
     """A flow whose webhooks come to the served portal, its flow.created stored and indexed."""
     flow_id = sandbox.create(webhookUrl=hook)["flowId"]
-    wait_for(lambda: events_of(app, flow_id) == 1)
+    wait_until(lambda: events_of(app, flow_id) == 1, "the event to be stored")
     written(app)
     return flow_id
 
@@ -318,7 +317,7 @@ def test_sync_clears_a_flag_once_the_event_arrived_after_all(gap_app, admin, san
     assert "gaps: 0 (checked 0, found 0, cleared 0)" in sync(gap_app, "--gap-checks", "0"), "the check is bounded"
     assert "gaps: 1 (checked 1, found 1, cleared 0)" in sync(gap_app)
     assert sandbox.control(flow_id, "archive").status_code == 200  # this event arrives, with version 3
-    wait_for(lambda: events_of(gap_app, flow_id) == 2)
+    wait_until(lambda: events_of(gap_app, flow_id) == 2, "both events to be stored")
     written(gap_app)
     assert "gaps: 0 (checked 1, found 0, cleared 1)" in sync(gap_app)
     assert 'data-testid="gap-flows"' not in admin.get("/admin/gaps").text
