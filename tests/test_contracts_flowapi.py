@@ -12,7 +12,7 @@ from email.utils import format_datetime
 import pytest
 from altservice import LAST_NAME_REASON
 from flask import Flask, Response
-from support import portal_config
+from support import jwt_settings, portal_config, production_settings
 
 from portal.flowapi import (
     Conflict,
@@ -21,6 +21,7 @@ from portal.flowapi import (
     InsufficientScope,
     NotFound,
     RateLimited,
+    SandboxInProduction,
     Unauthorized,
     UpstreamProtocolError,
     UpstreamTimeout,
@@ -168,3 +169,35 @@ def test_a_retry_after_date_is_read_against_the_clock():
     assert 25 <= retry_after_seconds(soon) <= 30
     past = format_datetime(datetime.now(timezone.utc) - timedelta(seconds=30), usegmt=True)
     assert retry_after_seconds(past) == 0.0, "a date gone by: try again at once"
+
+
+SANDBOX_ADVICE = "a production portal does not talk to it: point it at the real Flow Service"
+
+
+def test_production_refuses_the_sandboxs_token_endpoint_naming_the_setting(make_sandbox, tmp_path):
+    settings = production_settings()
+    clients = tmp_path / "clients.json"  # a client the sandbox knows, so its token endpoint answers 200
+    client = {"client_id": settings["FLOW_CLIENT_ID"], "client_secret": settings["FLOW_CLIENT_SECRET"], "org": "x"}
+    clients.write_text(json.dumps([client]))
+    sandbox = make_sandbox(SANDBOX_CLIENTS=str(clients))
+    config = portal_config(sandbox.url, "sqlite://", **settings)
+    with pytest.raises(SandboxInProduction) as raised:
+        build_client(load_settings(config)).list_flows()
+    assert str(raised.value) == (
+        "FLOW_OIDC_URL (or FLOW_TOKEN_URL) points at the Flow Portal sandbox (its answers carry X-Flow-Sandbox); "
+        + SANDBOX_ADVICE
+    )
+    assert (raised.value.status, raised.value.code) == (200, "sandbox_in_production")
+
+
+def test_production_refuses_the_sandboxs_api_with_the_request_named(make_sandbox, trusted_keys_file, client_key):
+    sandbox = make_sandbox(SANDBOX_TRUSTED_KEYS=str(trusted_keys_file))
+    config = portal_config(sandbox.url, "sqlite://", **production_settings(), **jwt_settings(client_key))
+    with pytest.raises(SandboxInProduction) as raised:
+        build_client(load_settings(config)).list_flows()
+    error = raised.value
+    assert str(error).startswith("FLOW_API_URL points at the Flow Portal sandbox") and str(error).endswith(
+        SANDBOX_ADVICE
+    )
+    assert (error.status, error.code) == (200, "sandbox_in_production")
+    assert error.request_id and error.support_code == f"200 · sandbox_in_production · {error.request_id}"
