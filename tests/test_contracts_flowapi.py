@@ -201,3 +201,12 @@ def test_production_refuses_the_sandboxs_api_with_the_request_named(make_sandbox
     )
     assert (error.status, error.code) == (200, "sandbox_in_production")
     assert error.request_id and error.support_code == f"200 · sandbox_in_production · {error.request_id}"
+
+
+def test_a_token_endpoint_asking_to_slow_down_is_named_as_the_identity_provider(sandbox):
+    sandbox.fault(mode="rate_limit", target="token", retry_after=60)
+    client = build_client(load_settings(portal_config(sandbox.url, "sqlite://"), testing=True))
+    with pytest.raises(RateLimited) as raised:
+        client.list_flows()
+    assert str(raised.value).startswith("The identity provider asks us to slow down (HTTP 429)"), str(raised.value)
+    assert (raised.value.status, raised.value.retry_after) == (429, 60)
