@@ -1,13 +1,16 @@
 """Contracts of the flow pages that mutation testing found unguarded: resending a refused create, failures that
 surely created nothing, pages the browser must not keep, and the security headers of every answer."""
 
+import json
 import socket
+from html import unescape
 
 import pytest
 import requests
 import responses
 from altservice import LAST_NAME_REASON
 from support import form_data, sign_in
+from test_contracts_flowapi import Upstream
 
 from portal.extensions import db
 from portal.models import CreateSubmission, User
@@ -148,3 +151,50 @@ def test_https_answers_carry_hsts(make_app):
     answer = app.test_client().get("/login", base_url="https://portal.example")
     assert answer.headers["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains"
     assert answer.headers["X-Frame-Options"] == "DENY"
+
+
+@pytest.fixture
+def upstream_app(make_app, sandbox, serve):
+    """The portal against a stand-in Flow API that answers what the test sets (tokens from the sandbox)."""
+    upstream = Upstream(serve)
+    app = make_app(FLOW_API_URL=upstream.url, FLOW_OIDC_URL=sandbox.url, WTF_CSRF_ENABLED=False)
+    return app, upstream
+
+
+def test_the_services_field_errors_land_on_the_fields_whatever_their_spelling(upstream_app):
+    app, upstream = upstream_app
+    details = [
+        {"field": "last_name", "message": "Too short"},
+        {"field": "Redirect-URL", "message": "Not https"},
+        {"field": "NATIONALID", "message": "Not accepted"},
+        {"field": "loanAmount", "message": "Above the limit"},
+    ]
+    upstream.answers(422, json.dumps({"error": "validation_error", "message": "Invalid", "details": details}))
+    staff = operator_of(app)
+    page = staff.post("/flows/new", data=form_data(staff))
+    assert page.status_code == 422
+    text = unescape(page.text)
+    for message in ("Too short", "Not https", "Not accepted"):
+        assert text.count(f"The Flow Service says: {message}") == 1, message
+    assert text.index("Too short") > text.index('name="last_name"') > text.index("Not accepted")
+    assert "The Flow Service did not accept the flow: Above the limit" in text, "a field the form lacks: said above"
+    assert "Invalid" not in text, "the general words are left out when a field error could not be placed"
+
+
+def test_a_refusal_without_field_errors_says_the_services_reason(upstream_app):
+    app, upstream = upstream_app
+    upstream.answers(422, json.dumps({"error": "validation_error", "message": "Lender is suspended"}))
+    staff = operator_of(app)
+    page = staff.post("/flows/new", data=form_data(staff))
+    assert page.status_code == 422
+    assert "The Flow Service did not accept the flow: Lender is suspended" in unescape(page.text)
+
+
+def test_a_conflict_on_create_is_a_409_and_frees_the_form(upstream_app):
+    app, upstream = upstream_app
+    upstream.answers(409, json.dumps({"error": "conflict", "message": "An open flow exists for this person"}))
+    staff = operator_of(app)
+    page = staff.post("/flows/new", data=form_data(staff))
+    assert page.status_code == 409
+    assert "The Flow Service did not accept the flow: An open flow exists for this person" in unescape(page.text)
+    assert submissions(app) == 0
