@@ -153,6 +153,7 @@ def test_a_national_id_in_plain_text_or_withheld_internals_is_masked(client, ups
     assert raised.value.reason is None, "internals are not shown to staff"
     withheld = [record.getMessage() for record in caplog.records if "withheld" in record.getMessage()]
     assert withheld and "IllegalStateException" in withheld[0]
+    assert f"(request {raised.value.request_id})" in withheld[0], "the log line can be found from the support code"
     assert NATIONAL_ID not in caplog.text
 
 
@@ -210,3 +211,10 @@ def test_a_token_endpoint_asking_to_slow_down_is_named_as_the_identity_provider(
         client.list_flows()
     assert str(raised.value).startswith("The identity provider asks us to slow down (HTTP 429)"), str(raised.value)
     assert (raised.value.status, raised.value.retry_after) == (429, 60)
+
+
+def test_control_characters_in_the_services_words_are_dropped(client, upstream):
+    upstream.answers(422, json.dumps({"error": "bad", "message": "Last\x00name\x07 is\x1b[31m\tinvalid\r\nnow"}))
+    with pytest.raises(ValidationFailed) as raised:
+        create(client)
+    assert raised.value.reason == "Lastname is[31m invalid now"
