@@ -198,3 +198,23 @@ def test_a_conflict_on_create_is_a_409_and_frees_the_form(upstream_app):
     assert page.status_code == 409
     assert "The Flow Service did not accept the flow: An open flow exists for this person" in unescape(page.text)
     assert submissions(app) == 0
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 429])
+def test_a_create_the_service_refused_surely_created_nothing(upstream_app, status):
+    app, upstream = upstream_app
+    upstream.answers(status, json.dumps({"error": "refused", "message": "Not now"}))
+    staff = operator_of(app)
+    page = staff.post("/flows/new", data=form_data(staff))
+    assert "The flow was not created" in page.text and MAYBE_CREATED not in page.text
+    assert submissions(app) == 0
+
+
+@pytest.mark.parametrize("status", [500, 502])
+def test_a_create_the_service_failed_to_answer_may_have_created_the_flow(upstream_app, status):
+    app, upstream = upstream_app
+    upstream.answers(status, json.dumps({"error": "broken", "message": "Internal failure"}))
+    staff = operator_of(app)
+    page = staff.post("/flows/new", data=form_data(staff))
+    assert page.status_code == 504 and MAYBE_CREATED in page.text
+    assert submissions(app) == 1
