@@ -152,7 +152,8 @@ def test_a_national_id_in_plain_text_or_withheld_internals_is_masked(client, ups
         create(client)
     assert raised.value.reason is None, "internals are not shown to staff"
     withheld = [record.getMessage() for record in caplog.records if "withheld" in record.getMessage()]
-    assert withheld and "IllegalStateException" in withheld[0]
+    assert withheld and withheld[0].startswith("flowapi: upstream text withheld from staff (request ")
+    assert "IllegalStateException" in withheld[0]
     assert f"(request {raised.value.request_id})" in withheld[0], "the log line can be found from the support code"
     assert NATIONAL_ID not in caplog.text
 
