@@ -219,3 +219,11 @@ def test_control_characters_in_the_services_words_are_dropped(client, upstream):
     with pytest.raises(ValidationFailed) as raised:
         create(client)
     assert raised.value.reason == "Lastname is[31m invalid now"
+
+
+@pytest.mark.parametrize(("length", "shown"), [(300, "x" * 300), (301, "x" * 299 + "…")])
+def test_the_services_words_are_cut_at_300_characters(client, upstream, length, shown):
+    upstream.answers(422, json.dumps({"error": "bad", "message": "x" * length}))
+    with pytest.raises(ValidationFailed) as raised:
+        create(client)
+    assert raised.value.reason == shown
