@@ -12,6 +12,7 @@ from email.utils import format_datetime
 import pytest
 from altservice import LAST_NAME_REASON
 from flask import Flask, Response
+from stdnum import luhn
 from support import jwt_settings, portal_config, production_settings
 
 from portal.flowapi import (
@@ -29,6 +30,7 @@ from portal.flowapi import (
     ValidationFailed,
     build_client,
 )
+from portal.flowapi.text import redact
 from portal.flowapi.transport import _backoff, retry_after_seconds
 from portal.settings import load_settings
 
@@ -227,3 +229,39 @@ def test_the_services_words_are_cut_at_300_characters(client, upstream, length, 
     with pytest.raises(ValidationFailed) as raised:
         create(client)
     assert raised.value.reason == shown
+
+
+def swedish(birth: str, serial: str = "987") -> str:
+    """A Swedish number written without separator, `birth` YYMMDD (or YYYYMMDD) and a Luhn check digit."""
+    return birth + serial + luhn.calc_check_digit(birth[-6:] + serial)
+
+
+@pytest.mark.parametrize(
+    ("birth", "masked"),
+    [
+        ("810101", True),
+        ("811231", True),
+        ("811261", True),  # samordningsnummer: the day plus 60
+        ("811291", True),
+        ("19811231", True),
+        ("811301", False),  # no month 13
+        ("810001", False),
+        ("811200", False),
+        ("811232", False),
+        ("811260", False),
+        ("811292", False),
+        ("19811301", False),
+    ],
+)
+def test_a_bare_swedish_number_is_masked_only_with_a_real_birth_date(birth, masked):
+    """In the service's words, ten or twelve digits alone are masked only as a valid personnummer: amounts and
+    timestamps stay readable."""
+    number = swedish(birth)
+    shown = redact(f"ref {number} end")
+    assert shown == (f"ref {birth}•••• end" if masked else f"ref {number} end")
+
+
+def test_a_bare_number_with_a_wrong_check_digit_stays_readable():
+    number = swedish("811231")
+    wrong = number[:-1] + str((int(number[-1]) + 1) % 10)
+    assert redact(f"ref {wrong} end") == f"ref {wrong} end"
