@@ -32,6 +32,7 @@ from portal.flowapi import (
 )
 from portal.flowapi.text import redact
 from portal.flowapi.transport import _backoff, retry_after_seconds
+from portal.masking import mask_document
 from portal.settings import load_settings
 
 NATIONAL_ID = "15108695088"
@@ -265,3 +266,12 @@ def test_a_bare_number_with_a_wrong_check_digit_stays_readable():
     number = swedish("811231")
     wrong = number[:-1] + str((int(number[-1]) + 1) % 10)
     assert redact(f"ref {wrong} end") == f"ref {wrong} end"
+
+
+def test_a_number_with_a_fraction_in_the_services_json_is_no_national_id():
+    document = {"amount": 15108695088.5, "id": 15108695088.0}
+    assert mask_document(document) == {"amount": 15108695088.5, "id": "151086•••••"}
+
+
+def test_redact_answers_empty_text_for_anything_not_text():
+    assert redact(None) == "" and redact(15108695088) == "" and redact({"id": "15108695088"}) == ""
