@@ -275,3 +275,9 @@ def test_a_number_with_a_fraction_in_the_services_json_is_no_national_id():
 
 def test_redact_answers_empty_text_for_anything_not_text():
     assert redact(None) == "" and redact(15108695088) == "" and redact({"id": "15108695088"}) == ""
+
+
+def test_a_ten_digit_timestamp_in_the_services_json_stays_readable():
+    """A Unix time is ten digits, like a Norwegian id that lost its leading zero; only the id is masked."""
+    document = {"createdAt": 1700000000, "applicant": 1019012480, "amount": 1234567890}
+    assert mask_document(document) == {"createdAt": 1700000000, "applicant": "010190•••••", "amount": 1234567890}
