@@ -19,6 +19,7 @@ from portal.flowapi import (
     Conflict,
     EndpointNotFound,
     FieldError,
+    FlowApiError,
     InsufficientScope,
     NotFound,
     RateLimited,
@@ -30,6 +31,7 @@ from portal.flowapi import (
     ValidationFailed,
     build_client,
 )
+from portal.flowapi.errors import outcome_kind
 from portal.flowapi.text import redact
 from portal.flowapi.transport import _backoff, retry_after_seconds
 from portal.masking import mask_document
@@ -281,3 +283,23 @@ def test_a_ten_digit_timestamp_in_the_services_json_stays_readable():
     """A Unix time is ten digits, like a Norwegian id that lost its leading zero; only the id is masked."""
     document = {"createdAt": 1700000000, "applicant": 1019012480, "amount": 1234567890}
     assert mask_document(document) == {"createdAt": 1700000000, "applicant": "010190•••••", "amount": 1234567890}
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (None, "ok"),
+        (SandboxInProduction(status=200), "sandbox"),
+        (UpstreamUnavailable(code="tls"), "tls"),
+        (UpstreamTimeout(code="connect_timeout"), "timeout"),
+        (UpstreamUnavailable(code="unreachable"), "connection"),
+        (UpstreamProtocolError(code="malformed_json"), "malformed"),
+        (UpstreamProtocolError(status=200), "malformed"),
+        (FlowApiError(), "other"),
+        (NotFound(status=404), "http_4xx"),
+        (RateLimited(status=429), "http_4xx"),
+        (UpstreamUnavailable(status=503), "http_5xx"),
+    ],
+)
+def test_each_outcome_of_a_call_has_its_metrics_word(error, kind):
+    assert outcome_kind(error) == kind
