@@ -28,6 +28,8 @@ from flask import Flask, Response, jsonify, request
 REALM = "alt"
 CLIENT_ID = "alt-client"
 CLIENT_SECRET = "alt-secret"
+# The portal settings that point it at this service's realm and client (beside its URL).
+PORTAL_SETTINGS = {"FLOW_REALM": REALM, "FLOW_CLIENT_ID": CLIENT_ID, "FLOW_CLIENT_SECRET": CLIENT_SECRET}
 ORGANIZATION = "alt-org"
 DEFAULT_LIMIT = 10
 HARD_MAX_LIMIT = 100

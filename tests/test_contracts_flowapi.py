@@ -11,6 +11,7 @@ from email.utils import format_datetime
 
 import pytest
 from altservice import LAST_NAME_REASON
+from altservice import PORTAL_SETTINGS as ALT_SETTINGS
 from flask import Flask, Response
 from stdnum import luhn
 from support import jwt_settings, portal_config, production_settings
@@ -121,9 +122,7 @@ def test_a_flow_that_is_not_there_is_not_found(client, upstream, status):
 def test_a_422_on_create_is_a_validation_failure_with_the_field_named(sandbox, alt):
     """The alternative service refuses the last name with 422 (the sandbox answers 400)."""
     alt.set(create="invalid")
-    config = portal_config(
-        alt.url, "sqlite://", FLOW_REALM="alt", FLOW_CLIENT_ID="alt-client", FLOW_CLIENT_SECRET="alt-secret"
-    )
+    config = portal_config(alt.url, "sqlite://", **ALT_SETTINGS)
     client = build_client(load_settings(config, testing=True))
     with pytest.raises(ValidationFailed) as raised:
         create(client)

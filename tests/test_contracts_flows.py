@@ -9,6 +9,7 @@ import pytest
 import requests
 import responses
 from altservice import LAST_NAME_REASON
+from altservice import PORTAL_SETTINGS as ALT_SETTINGS
 from support import form_data, sign_in
 from test_contracts_flowapi import Upstream
 
@@ -41,9 +42,7 @@ def submissions(app) -> int:
 def alt_app(make_app, alt):
     return make_app(
         sandbox_url=alt.url,
-        FLOW_REALM="alt",
-        FLOW_CLIENT_ID="alt-client",
-        FLOW_CLIENT_SECRET="alt-secret",
+        **ALT_SETTINGS,
         WTF_CSRF_ENABLED=False,
     )
 

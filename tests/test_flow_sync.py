@@ -8,6 +8,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from altservice import PORTAL_SETTINGS as ALT_SETTINGS
 from altservice import SEED_TIME, seed_flows
 from sqlalchemy import func, select
 from support import run_in_threads
@@ -83,9 +84,7 @@ def alt_app(make_app, database_url, alt):
     return make_app(
         database=database_url,
         sandbox_url=alt.url,
-        FLOW_REALM="alt",
-        FLOW_CLIENT_ID="alt-client",
-        FLOW_CLIENT_SECRET="alt-secret",
+        **ALT_SETTINGS,
     )
 
 

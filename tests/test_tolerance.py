@@ -18,6 +18,7 @@ from altservice import (
     SECRET_REFUSAL,
     AltService,
 )
+from altservice import PORTAL_SETTINGS as ALT_SETTINGS
 from support import create_form, form_data
 
 REDIRECTS = (301, 302, 303, 307, 308)
@@ -48,9 +49,7 @@ def app(make_app, alt):
     """The portal against the alternative service (overrides conftest's `app`, so `signed_in` uses it)."""
     return make_app(
         sandbox_url=alt.url,
-        FLOW_REALM="alt",
-        FLOW_CLIENT_ID="alt-client",
-        FLOW_CLIENT_SECRET="alt-secret",
+        **ALT_SETTINGS,
         WTF_CSRF_ENABLED=False,
     )
 

@@ -13,6 +13,7 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+from altservice import PORTAL_SETTINGS as ALT_SETTINGS
 from sqlalchemy import event, select, text, update
 from support import deliver_signed, sign_in, wait_until
 from test_views import make_user_for
@@ -149,9 +150,7 @@ def alt_portal(make_app, database_url, alt):
     return make_app(
         database=database_url,
         sandbox_url=alt.url,
-        FLOW_REALM="alt",
-        FLOW_CLIENT_ID="alt-client",
-        FLOW_CLIENT_SECRET="alt-secret",
+        **ALT_SETTINGS,
         WTF_CSRF_ENABLED=False,
     )
 
