@@ -12,9 +12,10 @@ from altservice import LAST_NAME_REASON
 from altservice import PORTAL_SETTINGS as ALT_SETTINGS
 from support import form_data, sign_in
 from test_contracts_flowapi import Upstream
+from test_views import make_user_for
 
 from portal.extensions import db
-from portal.models import CreateSubmission, User
+from portal.models import CreateSubmission
 from portal.security import CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY
 
 SENT_ALREADY = "was sent already"
@@ -23,13 +24,8 @@ MAYBE_CREATED = "may have been created"
 
 def operator_of(app):
     """A test client signed in as a new operator of `app`."""
-    with app.app_context():
-        user = User(username="operator", role="operator")
-        user.set_password("correct horse battery")
-        db.session.add(user)
-        db.session.commit()
     client = app.test_client()
-    assert sign_in(client, "operator").status_code == 302
+    assert sign_in(client, make_user_for(app, "operator")).status_code == 302
     return client
 
 
