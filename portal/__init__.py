@@ -10,7 +10,20 @@ from dotenv import find_dotenv, load_dotenv
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import cli, current, database, errors, i18n, logs, notify, presentation, security, staff_sessions, throttle
+from . import (
+    cli,
+    current,
+    database,
+    errors,
+    i18n,
+    logs,
+    notify,
+    presentation,
+    security,
+    staff_sessions,
+    template_cache,
+    throttle,
+)
 from .extensions import csrf, db, migrate
 from .flowapi import build_client
 from .flowindex import feed as flow_index
@@ -48,6 +61,7 @@ def create_app(config: Mapping | None = None) -> Flask:
     security.init_app(app, https=settings.public_url.startswith("https://"))
     cli.init_app(app)
     presentation.init_app(app)
+    template_cache.init_app(app)
     return app
 
 
