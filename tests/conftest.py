@@ -11,16 +11,16 @@ from altservice import AltOptions, AltService, create_alt_service
 from joserfc.jwk import RSAKey
 from sqlalchemy import make_url
 from support import (
-    PASSWORD,
     REDIS_PREFIX,
     LiveServer,
     Receiver,
     Sandbox,
     create_database_beside,
     drop_database,
-    empty_postgres,
+    migrate_postgres,
     migrated,
     portal_config,
+    quick_password_hash,
     service_missing,
     sign_in,
 )
@@ -97,7 +97,8 @@ POSTGRES_VARIABLE = "PORTAL_TEST_POSTGRES_URL"
 
 @pytest.fixture(scope="session")
 def postgres_run_url() -> str | None:
-    """A PostgreSQL database of this test run's own, beside the configured one; dropped at the end.
+    """A PostgreSQL database of this test run's own, beside the configured one, migrated once: the template every
+    test's database is copied from. Dropped at the end.
 
     Two runs on one machine (or a helper's run beside CI) never empty each other's tables.
     """
@@ -106,26 +107,28 @@ def postgres_run_url() -> str | None:
         yield None
         return
     created = create_database_beside(url, f"portal_test_{uuid.uuid4().hex[:12]}")
+    migrate_postgres(created)
     yield created
     drop_database(url, make_url(created).database)
 
 
+@pytest.fixture
+def postgres_database(postgres_run_url) -> str:
+    """A PostgreSQL database of this test's own, migrated and empty, dropped after the test."""
+    if not postgres_run_url:
+        service_missing("PostgreSQL is not configured", POSTGRES_VARIABLE)
+    template = make_url(postgres_run_url).database
+    url = create_database_beside(postgres_run_url, f"{template}_{uuid.uuid4().hex[:8]}", template=template)
+    yield url
+    drop_database(postgres_run_url, make_url(url).database)
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request, tmp_path, postgres_run_url) -> str:
+def database_url(request, tmp_path) -> str:
     """Each store test runs on SQLite and on PostgreSQL (in CI always; elsewhere when configured)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'portal.db'}"
-    if not postgres_run_url:
-        service_missing("PostgreSQL is not configured", POSTGRES_VARIABLE)
-    return empty_postgres(postgres_run_url)
-
-
-@pytest.fixture
-def postgres_database(postgres_run_url) -> str:
-    """An emptied PostgreSQL database, for what only PostgreSQL can show (races between instances)."""
-    if not postgres_run_url:
-        service_missing("PostgreSQL is not configured", POSTGRES_VARIABLE)
-    return empty_postgres(postgres_run_url)
+    return request.getfixturevalue("postgres_database")
 
 
 @pytest.fixture(scope="session")
@@ -208,7 +211,7 @@ def make_user(app):
             taken = db.session.query(User).filter(User.username.like(f"{role}-user%")).count()
             default = f"{role}-user" + (f"-{taken + 1}" if taken else "")
             user = User(username=username or default, role=role, disabled=disabled)
-            user.set_password(PASSWORD)
+            user.password_hash = quick_password_hash()
             db.session.add(user)
             db.session.commit()
             return user.username

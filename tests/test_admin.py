@@ -4,7 +4,7 @@ import logging
 import re
 
 import pytest
-from support import PASSWORD, sign_in
+from support import PASSWORD, quick_password_hash, sign_in
 
 from portal.extensions import db
 from portal.models import AuditEntry, User
@@ -156,7 +156,7 @@ def test_user_forms_need_csrf(make_app):
     client = app.test_client()
     with app.app_context():
         user = User(username="boss", role="admin")
-        user.set_password(PASSWORD)
+        user.password_hash = quick_password_hash()
         db.session.add(user)
         db.session.commit()
     page = client.get("/login")

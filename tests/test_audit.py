@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import event, text
-from support import PASSWORD, sign_in
+from support import quick_password_hash, sign_in
 
 from portal.accounts import AccountError, change_role
 from portal.audit import EXPORT_COLUMNS
@@ -38,7 +38,7 @@ def add_admins(app, *names) -> list[int]:
     with app.app_context():
         users = [User(username=name, role="admin") for name in names]
         for user in users:
-            user.set_password(PASSWORD)
+            user.password_hash = quick_password_hash()
         db.session.add_all(users)
         db.session.commit()
         return [user.id for user in users]

@@ -3,7 +3,7 @@
 from datetime import date
 
 import pytest
-from support import PASSWORD, create_form, form_data, production_settings, sign_in
+from support import create_form, form_data, production_settings, quick_password_hash, sign_in
 
 from portal.extensions import db
 from portal.models import User
@@ -118,7 +118,7 @@ def production_operator(make_app):
     app = make_app(WTF_CSRF_ENABLED=False, **production_settings())
     with app.app_context():
         user = User(username="prod-operator", role="operator")
-        user.set_password(PASSWORD)
+        user.password_hash = quick_password_hash()
         db.session.add(user)
         db.session.commit()
     client = app.test_client()

@@ -4,7 +4,7 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from support import PASSWORD, create_form, sign_in
+from support import create_form, quick_password_hash, sign_in
 
 from portal.extensions import db
 from portal.flowindex.keys import name_key, read_national_id
@@ -168,7 +168,7 @@ def _user(app, role: str) -> str:
     with app.app_context():
         name = f"{role}-{db.session.query(User).count()}"
         user = User(username=name, role=role)
-        user.set_password(PASSWORD)
+        user.password_hash = quick_password_hash()
         db.session.add(user)
         db.session.commit()
     return name

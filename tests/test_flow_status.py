@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from support import PASSWORD, sign_in, wait_until
+from support import quick_password_hash, sign_in, wait_until
 from test_webhooks import deliver
 
 from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
@@ -46,7 +46,7 @@ def status_app(make_app, database_url):
 def staff(status_app):
     with status_app.app_context():
         user = User(username="kari", role="viewer")
-        user.set_password(PASSWORD)
+        user.password_hash = quick_password_hash()
         db.session.add(user)
         db.session.commit()
     client = status_app.test_client()

@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from support import PASSWORD, deliver_signed, sign_in, wait_until
+from support import PASSWORD, deliver_signed, quick_password_hash, sign_in, wait_until
 
 from portal.extensions import db
 from portal.flowindex.gaps import (
@@ -191,7 +191,7 @@ def gap_app(make_app, database_url):
 def add_user(app, username: str, role: str) -> None:
     with app.app_context():
         user = User(username=username, role=role)
-        user.set_password(PASSWORD)
+        user.password_hash = quick_password_hash()
         db.session.add(user)
         db.session.commit()
 

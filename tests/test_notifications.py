@@ -14,7 +14,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
 from sqlalchemy import func, select, update
 from standardwebhooks import Webhook
-from support import PASSWORD, portal_config, production_settings, run_in_threads, sign_in
+from support import PASSWORD, portal_config, production_settings, quick_password_hash, run_in_threads, sign_in
 from werkzeug.wrappers import Request, Response
 
 from portal.extensions import db
@@ -158,7 +158,7 @@ def attempts(app) -> list[NotificationAttempt]:
 def admin_client(app):
     with app.app_context():
         user = User(username="notice-admin", role="admin")
-        user.set_password(PASSWORD)
+        user.password_hash = quick_password_hash()
         db.session.add(user)
         db.session.commit()
     client = app.test_client()
@@ -443,7 +443,7 @@ def test_the_page_is_for_admins_and_its_buttons_need_csrf(make_notifying_app, ho
     client = guarded.test_client()
     with guarded.app_context():
         user = User(username="csrf-admin", role="admin")
-        user.set_password(PASSWORD)
+        user.password_hash = quick_password_hash()
         db.session.add(user)
         db.session.commit()
     page = client.get("/login")

@@ -2,6 +2,7 @@
 
 import pytest
 import requests
+from support import quick_password_hash
 
 NASTY = [
     "",
@@ -41,7 +42,7 @@ def admin(make_app, make_user, database_url):
 
     with app.app_context():
         user = User(username="root-admin", role="admin")
-        user.set_password("correct horse battery")
+        user.password_hash = quick_password_hash()
         db.session.add(user)
         db.session.commit()
     sign_in(client, "root-admin")

@@ -20,7 +20,15 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 from standardwebhooks import Webhook
-from support import PASSWORD, REDIS_PREFIX, create_form, portal_config, production_settings, sign_in
+from support import (
+    PASSWORD,
+    REDIS_PREFIX,
+    create_form,
+    portal_config,
+    production_settings,
+    quick_password_hash,
+    sign_in,
+)
 
 from portal import create_app
 from portal.extensions import db
@@ -37,7 +45,7 @@ SECRET = "whsec_" + base64.b64encode(b"security-test-webhook-secret-0123").decod
 def make_account(app, username="kari", role="viewer", password=PASSWORD) -> str:
     with app.app_context():
         user = User(username=username, role=role)
-        user.set_password(password)
+        user.password_hash = quick_password_hash(password)
         db.session.add(user)
         db.session.commit()
     return username

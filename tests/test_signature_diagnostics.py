@@ -16,7 +16,7 @@ import uuid
 from datetime import datetime, timezone
 
 import pytest
-from support import portal_config, production_settings, sign_in
+from support import portal_config, production_settings, quick_password_hash, sign_in
 
 from portal.extensions import db
 from portal.models import RejectedDelivery, User
@@ -298,7 +298,7 @@ def test_hmac_retired_unknown_and_altered(hmac_app, secret, sent, code):
 def admin(app):
     with app.app_context():
         user = User(username="diagnostics-admin", role="admin")
-        user.set_password("correct horse battery")
+        user.password_hash = quick_password_hash()
         db.session.add(user)
         db.session.commit()
     client = app.test_client()

@@ -2,7 +2,7 @@
 
 import re
 
-from support import PASSWORD, deliver_signed, set_account_language, sign_in
+from support import PASSWORD, deliver_signed, quick_password_hash, set_account_language, sign_in
 
 from portal.extensions import db
 from portal.flowapi.records import parse_timestamp
@@ -32,7 +32,7 @@ def test_a_create_with_the_service_down_keeps_the_form_and_says_what_to_do(make_
     app = make_app(sandbox_url="http://127.0.0.1:9", WTF_CSRF_ENABLED=False, FLOW_RETRY_BUDGET="0")
     with app.app_context():
         db.session.add(user := User(username="kari", role="operator"))
-        user.set_password(PASSWORD)
+        user.password_hash = quick_password_hash()
         db.session.commit()
     client = app.test_client()
     sign_in(client, "kari")
@@ -206,7 +206,7 @@ def test_a_failed_create_says_why_in_the_pages_language(make_app):
     app = make_app(sandbox_url="http://127.0.0.1:9", WTF_CSRF_ENABLED=False, FLOW_RETRY_BUDGET="0")
     with app.app_context():
         db.session.add(user := User(username="kari", role="operator", language="nb"))
-        user.set_password(PASSWORD)
+        user.password_hash = quick_password_hash()
         db.session.commit()
     client = app.test_client()
     sign_in(client, "kari")

@@ -4,7 +4,7 @@ import json
 import uuid
 
 import pytest
-from support import PASSWORD, deliver_signed, sign_in
+from support import deliver_signed, quick_password_hash, sign_in
 
 from portal.extensions import db
 from portal.models import AccessEntry, AuditEntry, CreateSubmission, FlowRecord, User, WebhookEvent
@@ -84,7 +84,7 @@ def test_nothing_held_erases_the_audit_entries_too(make_app, sandbox):
     flow_id = sandbox.create(national_id=PERSON)["flowId"]
     with app.app_context():
         user = User(username="op", role="operator")
-        user.set_password(PASSWORD)
+        user.password_hash = quick_password_hash()
         db.session.add(user)
         db.session.commit()
     client = app.test_client()

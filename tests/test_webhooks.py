@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 from standardwebhooks import Webhook
-from support import portal_config, sign_in
+from support import portal_config, quick_password_hash, sign_in
 
 from portal import create_app
 from portal.extensions import db
@@ -304,7 +304,7 @@ def test_two_copies_at_the_same_moment_store_once(make_app, database_url, serve)
 def admin_client(app):
     with app.app_context():
         user = User(username="admin", role="admin")
-        user.set_password("correct horse battery")
+        user.password_hash = quick_password_hash()
         db.session.add(user)
         db.session.commit()
     client = app.test_client()
@@ -458,7 +458,7 @@ def test_out_of_range_event_ids_are_not_found(plain_app):
 def staff_client(app, role="viewer"):
     with app.app_context():
         user = User(username=role, role=role)
-        user.set_password("correct horse battery")
+        user.password_hash = quick_password_hash()
         db.session.add(user)
         db.session.commit()
     client = app.test_client()

@@ -4,7 +4,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from support import PASSWORD, migrated, portal_config
+from support import migrated, portal_config, quick_password_hash
 from werkzeug.serving import make_server
 
 from flow_sandbox import create_app as create_sandbox
@@ -75,7 +75,7 @@ class Stack:
         with self.portal_app.app_context():
             for role in ("admin", "operator", "viewer"):
                 user = User(username=role, role=role)
-                user.set_password(PASSWORD)
+                user.password_hash = quick_password_hash()
                 db.session.add(user)
             db.session.commit()
 
