@@ -51,11 +51,14 @@ class Upstream:
         @app.route("/api/<path:path>", methods=["GET", "POST"])
         def answer(path):
             self.calls += 1
-            return Response(self.body, self.status, content_type=self.content_type)
+            response = Response(self.body, self.status, content_type=self.content_type)
+            if self.content_type is None:
+                del response.headers["Content-Type"]
+            return response
 
         self.url = serve(app)
 
-    def answers(self, status: int, body: str, content_type: str = "application/json") -> None:
+    def answers(self, status: int, body: str, content_type: str | None = "application/json") -> None:
         self.status, self.body, self.content_type = status, body, content_type
 
 
@@ -109,6 +112,13 @@ def test_each_refusal_of_a_create_is_its_own_error(client, upstream, status, exp
     if expected not in (EndpointNotFound, UpstreamProtocolError):  # those two say what went wrong themselves
         assert str(error) == "Refused by the stand-in", "the service's own words, not a placeholder"
     assert upstream.calls == (2 if status == 401 else 1), "a POST is never repeated, except once with a new token"
+
+
+def test_an_error_answer_without_a_content_type_is_an_error_of_its_status(client, upstream):
+    upstream.answers(503, "Service Unavailable", content_type=None)
+    with pytest.raises(UpstreamUnavailable) as raised:
+        client.list_flows()
+    assert raised.value.status == 503
 
 
 @pytest.mark.parametrize("status", [404, 410])

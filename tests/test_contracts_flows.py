@@ -203,6 +203,8 @@ def test_a_create_the_service_refused_surely_created_nothing(upstream_app, statu
     page = staff.post("/flows/new", data=form_data(staff))
     assert "The flow was not created" in page.text and MAYBE_CREATED not in page.text
     assert submissions(app) == 0
+    assert '<div class="alert alert-danger" role="alert">The flow was not created' in page.text, "an error, read out"
+    assert f"(for support: {status} · refused · " in unescape(page.text), "the code support asks for"
 
 
 @pytest.mark.parametrize("status", [500, 502])
@@ -213,3 +215,15 @@ def test_a_create_the_service_failed_to_answer_may_have_created_the_flow(upstrea
     page = staff.post("/flows/new", data=form_data(staff))
     assert page.status_code == 504 and MAYBE_CREATED in page.text
     assert submissions(app) == 1
+    assert '<div class="alert alert-warning" role="alert">The Flow Service did not confirm the flow.' in page.text
+
+
+def test_a_created_flow_is_announced_as_a_success_also_when_the_service_calls_its_id_id(upstream_app):
+    app, upstream = upstream_app
+    flow_id = "3f1e2d4c-5b6a-4789-8abc-def012345678"
+    upstream.answers(201, json.dumps({"id": flow_id, "referenceId": "LA-7"}))
+    staff = operator_of(app)
+    answer = staff.post("/flows/new", data=form_data(staff))
+    assert answer.status_code == 302 and answer.headers["Location"] == f"/flows/{flow_id}"
+    page = staff.get("/events")  # the notice shows on the next page, whichever it is
+    assert '<div class="alert alert-success" role="status">Flow LA-7 was created.</div>' in page.text

@@ -256,6 +256,14 @@ def test_an_unreadable_expires_in_is_diagnosed_as_such(idp, make_provider, expir
     assert "not a JSON object" not in str(raised.value)
 
 
+@pytest.mark.parametrize(("expires_in", "shown"), [({"seconds": 300}, "(an object)"), ([300], "(a list)")])
+def test_an_expires_in_that_is_no_value_is_named_by_its_kind(idp, make_provider, expires_in, shown):
+    idp.answers = [ok(expires_in=expires_in)]
+    with pytest.raises(UpstreamProtocolError) as raised:
+        make_provider().token()
+    assert f"expires_in {shown} is not a positive number of seconds" in str(raised.value)
+
+
 # -- answers that are not a token ----------------------------------------------------------------
 
 
