@@ -18,7 +18,7 @@ from portal.flowapi.records import FlowSummary
 from portal.flowindex.keys import read_national_id
 from portal.flowindex.observations import LIST, SYNC, Observation, from_summary
 from portal.flowindex.store import apply_observations
-from portal.models import AuditEntry, FlowRecord
+from portal.models import AccessEntry, AuditEntry, FlowRecord
 
 KEY = b"test-index-key-0123456789"
 # (national id as the flow was created with it, last name, what happens to it in the sandbox)
@@ -185,7 +185,9 @@ def test_a_national_id_search_is_audited_without_the_number(world):
     with world.app.app_context():
         entries = db.session.query(AuditEntry).filter_by(action="search_national_id").all()
         stored = " ".join(f"{entry.target} {entry.username}" for entry in db.session.query(AuditEntry))
+        seen = {(entry.kind, entry.target) for entry in db.session.query(AccessEntry)}
     assert len(entries) == 1
+    assert seen == {("search", "flow search")}, "the person's own access log: found by a search of the flow list"
     hashed = read_national_id("15108695088").keyed_hash(KEY)
     assert entries[0].target == f"national id 151086••••• hash:{hashed[:12]}"
     for digits in ("15108695088", "95088", "8112189876"):

@@ -55,7 +55,10 @@ def test_a_quirky_retrieve_response_is_read_whole():
                 "version": "3",
                 "createdAt": 1795349100,
                 "updatedAt": "9999-12-31T23:59:59-23:59",
-                "incidents": [{"message": "webhook failed", "taskType": "send-initiate-webhook"}, "plain words"],
+                "incidents": [
+                    {"message": "webhook failed", "taskType": "send-initiate-webhook", "taskCategory": "incident"},
+                    "plain words",
+                ],
                 "hasIncidents": "true",
             }
         }
@@ -65,6 +68,8 @@ def test_a_quirky_retrieve_response_is_read_whole():
     assert detail.updated_at is None and detail.updated_unread == "9999-12-31T23:59:59-23:59", "kept to show as sent"
     assert [incident.message for incident in detail.incidents] == ["webhook failed", "plain words"]
     assert [incident.id for incident in detail.incidents] == ["1", "2"]
+    kinds = [(incident.task_type, incident.task_category) for incident in detail.incidents]
+    assert kinds == [("send-initiate-webhook", "incident"), (None, None)]
 
 
 def test_a_bare_flow_object_is_read_as_the_flow():
