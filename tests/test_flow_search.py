@@ -185,9 +185,9 @@ def test_a_national_id_search_is_audited_without_the_number(world):
     with world.app.app_context():
         entries = db.session.query(AuditEntry).filter_by(action="search_national_id").all()
         stored = " ".join(f"{entry.target} {entry.username}" for entry in db.session.query(AuditEntry))
-        seen = {(entry.kind, entry.target) for entry in db.session.query(AccessEntry)}
+        searched = [entry.target for entry in db.session.query(AccessEntry).filter_by(kind="search")]
     assert len(entries) == 1
-    assert seen == {("search", "flow search")}, "the person's own access log: found by a search of the flow list"
+    assert searched == ["flow search"], "the person's own access log: found by a search of the flow list"
     hashed = read_national_id("15108695088").keyed_hash(KEY)
     assert entries[0].target == f"national id 151086••••• hash:{hashed[:12]}"
     for digits in ("15108695088", "95088", "8112189876"):
