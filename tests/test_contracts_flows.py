@@ -15,7 +15,7 @@ from test_contracts_flowapi import Upstream
 from test_views import make_user_for
 
 from portal.extensions import db
-from portal.models import CreateSubmission
+from portal.models import CreateSubmission, FlowRecord
 from portal.security import CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY
 
 SENT_ALREADY = "was sent already"
@@ -227,3 +227,13 @@ def test_a_created_flow_is_announced_as_a_success_also_when_the_service_calls_it
     assert answer.status_code == 302 and answer.headers["Location"] == f"/flows/{flow_id}"
     page = staff.get("/events")  # the notice shows on the next page, whichever it is
     assert '<div class="alert alert-success" role="status">Flow LA-7 was created.</div>' in page.text
+
+
+def test_the_form_sends_its_webhook_address_and_the_index_keeps_its_country(alt_app, alt):
+    staff = operator_of(alt_app)
+    answer = staff.post("/flows/new", data=form_data(staff, webhook_url=" https://lender.example/hooks "))
+    assert answer.status_code == 302, answer.text
+    assert alt.flows[0].webhook_url == "https://lender.example/hooks"
+    assert alt_app.extensions["flow_index"].flush(10), "the index writer did not finish"
+    with alt_app.app_context():
+        assert [record.country for record in db.session.query(FlowRecord)] == ["no"]
