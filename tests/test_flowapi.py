@@ -68,6 +68,7 @@ def test_client_credentials_end_to_end(sandbox, flow_client):
     assert isinstance(detail, FlowDetail)
     assert detail.flow_id == created.flow_id and detail.status == "active" and detail.version == 1
     assert detail.data.national_id == "15108695088" and detail.data.webhook_url == "https://lender.example/hooks"
+    assert detail.data.redirect_url == "https://lender.example/done" and detail.num_attachments == 0
     assert detail.reference_id == created.reference_id and detail.actions == ["read", "assign", "cancel"]
     assert detail.raw["flow"]["flowId"] == created.flow_id
 
