@@ -156,17 +156,23 @@ def upstream_app(make_app, sandbox, serve):
     return app, upstream
 
 
-def test_the_services_field_errors_land_on_the_fields_whatever_their_spelling(upstream_app):
+def create_answered(upstream_app, status: int, body: dict):
+    """A new operator sends the create form while the stand-in answers `status` with `body`: the app and the page."""
     app, upstream = upstream_app
+    upstream.answers(status, json.dumps(body))
+    staff = operator_of(app)
+    return app, staff.post("/flows/new", data=form_data(staff))
+
+
+def test_the_services_field_errors_land_on_the_fields_whatever_their_spelling(upstream_app):
     details = [
         {"field": "last_name", "message": "Too short"},
         {"field": "Redirect-URL", "message": "Not https"},
         {"field": "NATIONALID", "message": "Not accepted"},
         {"field": "loanAmount", "message": "Above the limit"},
     ]
-    upstream.answers(422, json.dumps({"error": "validation_error", "message": "Invalid", "details": details}))
-    staff = operator_of(app)
-    page = staff.post("/flows/new", data=form_data(staff))
+    refusal = {"error": "validation_error", "message": "Invalid", "details": details}
+    _, page = create_answered(upstream_app, 422, refusal)
     assert page.status_code == 422
     text = unescape(page.text)
     for message in ("Too short", "Not https", "Not accepted"):
@@ -177,19 +183,14 @@ def test_the_services_field_errors_land_on_the_fields_whatever_their_spelling(up
 
 
 def test_a_refusal_without_field_errors_says_the_services_reason(upstream_app):
-    app, upstream = upstream_app
-    upstream.answers(422, json.dumps({"error": "validation_error", "message": "Lender is suspended"}))
-    staff = operator_of(app)
-    page = staff.post("/flows/new", data=form_data(staff))
+    _, page = create_answered(upstream_app, 422, {"error": "validation_error", "message": "Lender is suspended"})
     assert page.status_code == 422
     assert "The Flow Service did not accept the flow: Lender is suspended" in unescape(page.text)
 
 
 def test_a_conflict_on_create_is_a_409_and_frees_the_form(upstream_app):
-    app, upstream = upstream_app
-    upstream.answers(409, json.dumps({"error": "conflict", "message": "An open flow exists for this person"}))
-    staff = operator_of(app)
-    page = staff.post("/flows/new", data=form_data(staff))
+    conflict = {"error": "conflict", "message": "An open flow exists for this person"}
+    app, page = create_answered(upstream_app, 409, conflict)
     assert page.status_code == 409
     assert "The Flow Service did not accept the flow: An open flow exists for this person" in unescape(page.text)
     assert submissions(app) == 0
@@ -197,10 +198,7 @@ def test_a_conflict_on_create_is_a_409_and_frees_the_form(upstream_app):
 
 @pytest.mark.parametrize("status", [401, 403, 404, 429])
 def test_a_create_the_service_refused_surely_created_nothing(upstream_app, status):
-    app, upstream = upstream_app
-    upstream.answers(status, json.dumps({"error": "refused", "message": "Not now"}))
-    staff = operator_of(app)
-    page = staff.post("/flows/new", data=form_data(staff))
+    app, page = create_answered(upstream_app, status, {"error": "refused", "message": "Not now"})
     assert "The flow was not created" in page.text and MAYBE_CREATED not in page.text
     assert submissions(app) == 0
     assert '<div class="alert alert-danger" role="alert">The flow was not created' in page.text, "an error, read out"
@@ -209,10 +207,7 @@ def test_a_create_the_service_refused_surely_created_nothing(upstream_app, statu
 
 @pytest.mark.parametrize("status", [500, 502])
 def test_a_create_the_service_failed_to_answer_may_have_created_the_flow(upstream_app, status):
-    app, upstream = upstream_app
-    upstream.answers(status, json.dumps({"error": "broken", "message": "Internal failure"}))
-    staff = operator_of(app)
-    page = staff.post("/flows/new", data=form_data(staff))
+    app, page = create_answered(upstream_app, status, {"error": "broken", "message": "Internal failure"})
     assert page.status_code == 504 and MAYBE_CREATED in page.text
     assert submissions(app) == 1
     assert '<div class="alert alert-warning" role="alert">The Flow Service did not confirm the flow.' in page.text
