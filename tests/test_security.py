@@ -469,17 +469,19 @@ def test_a_flood_of_junk_cannot_evict_the_evidence(hook_app, caplog):
     attacker = hook_app.test_client()
     attacker.environ_base["REMOTE_ADDR"] = "203.0.113.66"
     before = rejected_deliveries(hook_app)
-    statuses = [attacker.post("/webhooks/flow", data=b"junk").status_code for _ in range(5000)]
-    assert statuses.count(401) == 20 and statuses.count(429) == 4980
+    # 1,000, not more: the network's 20 a minute is a moving window on the wall clock (the limits library's), so the
+    # flood must fit in a minute on a loaded machine (5,000 took over a minute with two suites running at once).
+    statuses = [attacker.post("/webhooks/flow", data=b"junk").status_code for _ in range(1000)]
+    assert statuses.count(401) == 20 and statuses.count(429) == 980
     after = rejected_deliveries(hook_app)
     assert after["missing_header"] - before["missing_header"] == 20
-    assert after["rate_limited"] - before["rate_limited"] == 4980
+    assert after["rate_limited"] - before["rate_limited"] == 980
     with hook_app.app_context():
         samples = db.session.query(RejectedDelivery).all()
         tallies = {(row.kind, row.source_ip): row.count for row in db.session.query(RejectionTally)}
     assert [row.source_ip for row in samples].count("192.0.2.10") == 1, "the service's rejection is still there"
     assert [row.source_ip for row in samples].count("203.0.113.66") == 20
-    assert tallies == {("signature", "192.0.2.0/24"): 1, ("missing_header", "203.0.113.0/24"): 5000}
+    assert tallies == {("signature", "192.0.2.0/24"): 1, ("missing_header", "203.0.113.0/24"): 1000}
     logging.getLogger("portal").removeHandler(caplog.handler)
     logged = [record for record in caplog.records if "webhook rejected" in record.getMessage()]
     assert len({id(record) for record in logged}) == 21
