@@ -22,7 +22,15 @@ from portal.extensions import db
 from portal.models import RejectedDelivery, User
 from portal.settings import SettingsError, load_settings
 from portal.webhooks import signing
-from portal.webhooks.diagnosis import MAX_VARIANT_BYTES, MAX_VARIANTS, body_variants, duration
+from portal.webhooks.diagnosis import (
+    MAX_HEADERS_LOOKED_AT,
+    MAX_VARIANT_BYTES,
+    MAX_VARIANTS,
+    Delivery,
+    body_variants,
+    diagnose,
+    duration,
+)
 
 PATH = "/webhooks/flow"
 
@@ -467,3 +475,418 @@ def test_a_refused_body_with_a_lone_surrogate_escape_is_kept_not_a_500(standard_
     headers = {"webhook-id": "msg_x", "webhook-timestamp": str(pinned_now), "webhook-signature": "v1,AAAA"}
     refused(standard_app, body, headers | {"content-type": "application/json"})
     assert "\ufffd" in latest(standard_app).body_head
+
+
+# -- diagnose() on its own: each branch and its whole sentence ------------------------------------
+
+NOW = 1_800_000_000
+NOBODY = whsec()  # configured nowhere, live or retired
+EVENT = json.dumps(payload(), ensure_ascii=False).encode()
+
+
+def standard(
+    headers: dict, body: bytes = EVENT, kind: str = "signature", stored: dict | None = None, secrets=(LIVE, OTHER_LIVE)
+):
+    """The diagnosis of a Standard Webhooks delivery refused with `kind`, the clock at NOW."""
+    delivery = Delivery(
+        body=body,
+        headers=headers,
+        scheme="standard-webhooks",
+        secrets=secrets,
+        retired=(STRANGER, RETIRED),
+        hmac_header="X-Flow-Signature",
+        id_header="X-Flow-Event-Id",
+        now=NOW,
+        stored_body=(stored or {}).get,
+    )
+    return diagnose(delivery, kind)
+
+
+def plain(headers: dict, body: bytes = EVENT, kind: str = "signature", stored: dict | None = None, secrets=None):
+    """The same for an hmac-sha256 delivery (signature header X-Flow-Signature, event id X-Flow-Event-Id)."""
+    delivery = Delivery(
+        body=body,
+        headers=headers,
+        scheme="hmac-sha256",
+        secrets=secrets or (PLAIN_LIVE, LIVE),
+        retired=(PLAIN_STRANGER, PLAIN_RETIRED),
+        hmac_header="X-Flow-Signature",
+        id_header="X-Flow-Event-Id",
+        now=NOW,
+        stored_body=(stored or {}).get,
+    )
+    return diagnose(delivery, kind)
+
+
+def signed(secret: str, at: int = NOW, body: bytes = EVENT, message_id: str = "msg_1") -> dict:
+    return standard_headers(body, secret, at, message_id)
+
+
+def test_each_missing_standard_header_is_named_alone():
+    headers = signed(LIVE)
+    del headers["webhook-signature"]
+    assert standard(headers).detail == (
+        "no webhook-signature header: the sender does not use Standard Webhooks, or a proxy drops these headers"
+    )
+    del headers["webhook-id"]
+    assert standard(headers).detail.startswith("no webhook-id, webhook-signature header:")
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "words"),
+    [
+        ("yesterday", "webhook-timestamp is not a Unix time in seconds: fix the sender"),
+        ("nan", "webhook-timestamp is not a Unix time in seconds: fix the sender"),
+        ("inf", "webhook-timestamp is not a Unix time in seconds: fix the sender"),
+        ("32503680001", "webhook-timestamp is not a Unix time in seconds: fix the sender"),
+        ("180000000000", "webhook-timestamp is not a Unix time in seconds: fix the sender"),
+        (
+            "1800000000000",
+            "webhook-timestamp looks like milliseconds; Standard Webhooks wants Unix seconds: fix the sender",
+        ),
+        (
+            "-1800000000000",
+            "webhook-timestamp looks like milliseconds; Standard Webhooks wants Unix seconds: fix the sender",
+        ),
+    ],
+    ids=["words", "nan", "inf", "past-year-3000", "12-digits", "milliseconds", "negative-milliseconds"],
+)
+def test_a_timestamp_that_is_not_seconds_says_what_it_looks_like(timestamp, words):
+    diagnosis = standard(signed(LIVE) | {"webhook-timestamp": timestamp})
+    assert (diagnosis.code, diagnosis.detail) == ("malformed_timestamp", words)
+
+
+def test_the_last_second_before_year_3000_is_still_a_time():
+    diagnosis = standard(signed(LIVE) | {"webhook-timestamp": "32503680000"})
+    assert diagnosis.code == "stale_timestamp" and "after it arrived" in diagnosis.detail
+
+
+def test_a_fractional_timestamp_is_read_in_whole_seconds_as_the_library_signs():
+    headers = signed(LIVE, at=NOW - 433) | {"webhook-timestamp": f"{NOW - 433}.8"}
+    assert standard(headers).detail == (
+        "signed 7 min 13 s before it arrived; the tolerance is 5 minutes: check the sender's clock or a queue "
+        "holding deliveries. The signature matches secret #1 of FLOW_WEBHOOK_SECRETS: the secret is right."
+    )
+
+
+def test_entries_that_are_not_v1_base64_are_skipped_not_the_end_of_the_header():
+    good = signed(RETIRED)["webhook-signature"]
+    headers = signed(RETIRED) | {"webhook-signature": f"v2,AAAA v1, v1,%%%% v1a,AAAA {good}"}
+    assert standard(headers).detail == (
+        "signed with retired secret #2 of FLOW_WEBHOOK_RETIRED_SECRETS: the sender still signs with the previous "
+        "secret of a rotation: finish the rotation at the Flow Service, or put it back in FLOW_WEBHOOK_SECRETS "
+        "until it has"
+    )
+
+
+def test_a_signature_header_with_no_v1_entry_is_malformed():
+    diagnosis = standard(signed(LIVE) | {"webhook-signature": "v1, v2,AAAA v1,%%%%"})
+    assert (diagnosis.code, diagnosis.detail) == (
+        "malformed_signature",
+        "webhook-signature holds no v1,<base64> entry: the sender's Standard Webhooks library is misconfigured",
+    )
+
+
+@pytest.mark.parametrize(
+    ("offset", "code"),
+    [(300, "unknown_secret"), (301, "stale_timestamp"), (-300, "unknown_secret"), (-301, "stale_timestamp")],
+)
+def test_the_tolerance_is_five_minutes_either_way_whatever_the_verifier_said(offset, code):
+    assert standard(signed(NOBODY, at=NOW - offset)).code == code
+
+
+def test_a_verifier_that_called_it_stale_is_believed_inside_the_tolerance():
+    diagnosis = standard(signed(LIVE, at=NOW - 10), kind="stale_timestamp")
+    assert diagnosis.code == "stale_timestamp" and diagnosis.detail.startswith("signed 10 s before it arrived")
+
+
+def test_a_stale_delivery_names_the_first_live_secret_that_matches():
+    diagnosis = standard(signed(OTHER_LIVE, at=NOW + 3600))
+    assert diagnosis.detail == (
+        "signed 1 h after it arrived (the sender's clock is ahead); the tolerance is 5 minutes: check the sender's "
+        "clock. The signature matches secret #2 of FLOW_WEBHOOK_SECRETS: the secret is right."
+    )
+    assert standard(signed(RETIRED, at=NOW - 600)).detail.endswith(
+        "The signature matches retired secret #2 of FLOW_WEBHOOK_RETIRED_SECRETS."
+    )
+
+
+@pytest.mark.parametrize("content", ["body", "signed-content"])
+@pytest.mark.parametrize("key", ["decoded", "text"])
+def test_a_hex_digest_in_webhook_signature_is_a_wrong_scheme(content, key):
+    headers = signed(LIVE)
+    signed_content = f"msg_1.{NOW}.".encode() + EVENT if content == "signed-content" else EVENT
+    key_bytes = base64.b64decode(LIVE.removeprefix("whsec_")) if key == "decoded" else LIVE.encode()
+    headers["webhook-signature"] = "v1," + hex_hmac(key_bytes, signed_content).upper()
+    diagnosis = standard(headers)
+    assert (diagnosis.code, diagnosis.detail) == (
+        "wrong_scheme",
+        "webhook-signature carries a hex digest where Standard Webhooks wants base64: fix the sender, or set "
+        "FLOW_WEBHOOK_SCHEME=hmac-sha256 if it signs like that scheme",
+    )
+
+
+def test_a_hex_digest_under_no_configured_secret_is_not_called_a_scheme_mistake():
+    headers = signed(LIVE) | {"webhook-signature": "v1," + hex_hmac(b"someone else", EVENT)}
+    assert standard(headers).code == "unknown_secret"
+
+
+def test_the_unknown_secret_sentence_is_whole():
+    assert standard(signed(NOBODY)).detail == (
+        "signed with a secret not configured here (neither in FLOW_WEBHOOK_SECRETS nor FLOW_WEBHOOK_RETIRED_SECRETS); "
+        "the timestamp is fine and the body looks intact: copy the secret the Flow Service shows for this endpoint"
+    )
+
+
+def test_a_stored_event_with_the_webhook_id_and_another_body_is_an_altered_body():
+    long_id = "msg_" + "x" * 80
+    diagnosis = standard(signed(NOBODY, message_id=long_id), stored={long_id: EVENT + b" "})
+    assert diagnosis.detail == (
+        f"an event with the same id ({long_id[:60]}) is stored with a different body: the body was changed on the "
+        "way: a proxy re-serialising JSON?"
+    )
+
+
+def test_a_stored_event_with_the_same_body_is_no_sign_of_a_change():
+    assert standard(signed(NOBODY), stored={"msg_1": EVENT}).code == "unknown_secret"
+
+
+def test_an_altered_body_names_the_change_in_a_whole_sentence():
+    diagnosis = standard(signed(LIVE), body=EVENT + b"\r\n")
+    assert diagnosis.detail == (
+        "the body was changed on the way (a trailing newline was added); a configured secret matches the body "
+        "before the change: a proxy re-serialising JSON or rewriting text?"
+    )
+
+
+@pytest.mark.parametrize(
+    ("received", "original", "change"),
+    [
+        (EVENT, EVENT + b"\n", "a trailing newline was removed"),
+        (b'{\n "a": 1\n}', b'{\r\n "a": 1\r\n}', "line ends were turned into LF"),
+        (b'{\r\n "a": 1\r\n}', b'{\n "a": 1\n}', "line ends were turned into CRLF"),
+        (EVENT, b"\xef\xbb\xbf" + EVENT, "a byte-order mark was removed"),
+        (b'{"b": 1, "a": 2}', b'{"a":2,"b":1}', "the JSON was re-serialised"),
+        (b'{"a": "\\u00f8"}', '{"a":"ø"}'.encode(), "the JSON was re-serialised"),
+    ],
+    ids=["newline-removed", "to-lf", "to-crlf", "bom-removed", "sorted-compact", "unescaped"],
+)
+def test_every_change_a_proxy_makes_is_named(received, original, change):
+    diagnosis = standard(signed(LIVE, body=original), body=received)
+    assert diagnosis.code == "body_altered" and f"({change})" in diagnosis.detail
+
+
+def test_the_variants_of_a_compact_body_come_in_order_each_once():
+    body = '{"b":1,"a":"ø"}'.encode()
+    assert list(body_variants(body)) == [
+        ("a trailing newline was removed", body + b"\n"),
+        ("a byte-order mark was removed", b"\xef\xbb\xbf" + body),
+        ("the JSON was re-serialised", b'{"b":1,"a":"\\u00f8"}'),
+        ("the JSON was re-serialised", '{"b": 1, "a": "ø"}'.encode()),
+        ("the JSON was re-serialised", b'{"b": 1, "a": "\\u00f8"}'),
+        ("the JSON was re-serialised", '{"a":"ø","b":1}'.encode()),
+        ("the JSON was re-serialised", b'{"a":"\\u00f8","b":1}'),
+        ("the JSON was re-serialised", '{"a": "ø", "b": 1}'.encode()),
+        ("the JSON was re-serialised", b'{"a": "\\u00f8", "b": 1}'),
+        ("the JSON was re-serialised", '{\n  "b": 1,\n  "a": "ø"\n}'.encode()),
+    ]
+
+
+def test_a_body_with_every_kind_of_variant_gives_exactly_the_most_allowed():
+    body = json.dumps({"b": 1, "a": "ø"}, indent=1, ensure_ascii=False).encode()
+    variants = list(body_variants(body))
+    assert len(variants) == MAX_VARIANTS == 12
+    assert [change for change, _ in variants[:3]] == [
+        "a trailing newline was removed",
+        "line ends were turned into LF",
+        "a byte-order mark was removed",
+    ]
+
+
+def test_a_body_that_is_not_utf8_may_have_been_latin1():
+    original = '{"a": "ø"}'.encode()
+    assert ("the text was re-encoded from UTF-8 to Latin-1", original) in list(
+        body_variants(original.decode().encode("latin-1"))
+    )
+    assert not any("Latin-1" in change for change, _ in body_variants(original))
+
+
+def test_a_body_at_the_variant_limit_is_still_tried():
+    body = b"{}" + b" " * (MAX_VARIANT_BYTES - 2)
+    assert list(body_variants(body))
+
+
+# hmac-sha256 ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "code", "words"),
+    [
+        (
+            "v1,AAAA",
+            "wrong_scheme",
+            "X-Flow-Signature holds a Standard Webhooks signature (v1,...): set FLOW_WEBHOOK_SCHEME=standard-webhooks",
+        ),
+        (
+            "t=1700000000,v1=abcd",
+            "wrong_scheme",
+            "the delivery is signed with Stripe's Stripe-Signature scheme (t=...,v1=...), which the portal does not "
+            "read: have the sender use Standard Webhooks (FLOW_WEBHOOK_SCHEME=standard-webhooks)",
+        ),
+        (
+            "t=1700000000",
+            "malformed_signature",
+            "X-Flow-Signature is not a hex SHA-256 digest (64 hex digits, optionally after sha256=): fix the sender",
+        ),
+        (
+            "sha256=" + "g" * 64,
+            "malformed_signature",
+            "X-Flow-Signature is not a hex SHA-256 digest (64 hex digits, optionally after sha256=): fix the sender",
+        ),
+    ],
+    ids=["standard-entry", "stripe", "time-only", "not-hex"],
+)
+def test_an_hmac_header_that_is_no_hex_digest_says_what_it_is(value, code, words):
+    diagnosis = plain({"X-Flow-Signature": value})
+    assert (diagnosis.code, diagnosis.detail) == (code, words)
+
+
+@pytest.mark.parametrize("form", ["standard", "url-safe-unpadded", "prefixed"])
+def test_an_hmac_sent_as_base64_in_any_alphabet_is_a_wrong_scheme(form):
+    digest = hmac.new(PLAIN_LIVE.encode(), EVENT, hashlib.sha256).digest()
+    value = {
+        "standard": base64.b64encode(digest).decode(),
+        "url-safe-unpadded": base64.urlsafe_b64encode(digest).decode().rstrip("="),
+        "prefixed": "sha256=" + base64.b64encode(digest).decode(),
+    }[form]
+    assert plain({"X-Flow-Signature": value}).detail == (
+        "X-Flow-Signature carries the HMAC-SHA256 as base64 where the hmac-sha256 scheme wants hex: have the "
+        "sender send hex, or use FLOW_WEBHOOK_SCHEME=standard-webhooks"
+    )
+
+
+def test_an_hmac_retired_secret_is_named_by_its_number_whatever_the_hex_case():
+    digest = hex_hmac(PLAIN_RETIRED.encode(), EVENT).upper()
+    diagnosis = plain({"X-Flow-Signature": "sha256=" + digest})
+    assert diagnosis.code == "retired_secret" and "retired secret #2 of" in diagnosis.detail
+
+
+def test_an_hmac_keyed_with_decoded_whsec_bytes_says_so_in_full():
+    digest = hex_hmac(base64.b64decode(LIVE.removeprefix("whsec_")), EVENT)
+    assert plain({"X-Flow-Signature": digest}).detail == (
+        "the sender keys the HMAC with the whsec_ secret's base64-decoded bytes, as Standard Webhooks does, not with "
+        "its text: sign with the text, or use FLOW_WEBHOOK_SCHEME=standard-webhooks on both sides"
+    )
+    assert plain({"X-Flow-Signature": digest}, secrets=(PLAIN_LIVE,)).code == "unknown_secret"
+
+
+@pytest.mark.parametrize("where", ["header", "body"])
+def test_an_hmac_event_stored_with_another_body_is_found_by_its_id(where):
+    event_id = json.loads(EVENT)["id"]
+    headers = {"X-Flow-Signature": hex_hmac(PLAIN_STRANGER.encode() + b"!", EVENT)}
+    if where == "header":
+        event_id = "evt-from-the-header"
+        headers["X-Flow-Event-Id"] = event_id
+    diagnosis = plain(headers, stored={event_id: b"{}"})
+    assert diagnosis.code == "body_altered" and f"same id ({event_id})" in diagnosis.detail
+
+
+@pytest.mark.parametrize("body", [b"[1]", b'{"id": 7}', b'{"id": ""}', b"{", b"[" * 100_000])
+def test_a_body_without_a_usable_id_looks_up_nothing(body):
+    looked_up = []
+    delivery = Delivery(
+        body=body,
+        headers={"X-Flow-Signature": "ab" * 32},
+        scheme="hmac-sha256",
+        secrets=(PLAIN_LIVE,),
+        retired=(),
+        hmac_header="X-Flow-Signature",
+        id_header="X-Flow-Event-Id",
+        now=NOW,
+        stored_body=lambda event_id: looked_up.append(event_id),
+    )
+    assert diagnose(delivery, "signature").code == "unknown_secret" and looked_up == []
+
+
+# another scheme's headers ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "words"),
+    [
+        (
+            {"Svix-Id": "msg_1", "Svix-Timestamp": "1", "Svix-Signature": "v1,AAAA"},
+            "the delivery carries Svix's svix-id/-timestamp/-signature headers: Standard Webhooks under other names; "
+            "have the sender send the webhook-* names",
+        ),
+        ({"Stripe-Signature": "t=1,v1=ab"}, "the delivery is signed with Stripe's Stripe-Signature scheme"),
+        (
+            {"webhook-id": "msg_1", "webhook-timestamp": "1", "webhook-signature": "v1,AAAA"},
+            "the delivery carries Standard Webhooks headers (webhook-id, -timestamp, -signature) while "
+            "FLOW_WEBHOOK_SCHEME=hmac-sha256: set FLOW_WEBHOOK_SCHEME=standard-webhooks and whsec_ secrets",
+        ),
+        (
+            {"X-Hub-Signature-256": "sha256=" + "ab" * 32},
+            "the delivery carries GitHub's X-Hub-Signature-256 (hex HMAC of the body) where FLOW_WEBHOOK_HEADER names "
+            "X-Flow-Signature: set FLOW_WEBHOOK_HEADER=X-Hub-Signature-256",
+        ),
+        (
+            {"X-Body-HMAC": "ab" * 32},
+            "the delivery carries a signature in X-Body-HMAC where FLOW_WEBHOOK_HEADER names X-Flow-Signature: set "
+            "FLOW_WEBHOOK_HEADER=X-Body-HMAC",
+        ),
+    ],
+    ids=["svix", "stripe", "standard", "github-unconfirmed", "hmac-in-the-name"],
+)
+def test_an_hmac_delivery_signed_under_another_scheme_names_it(headers, words):
+    diagnosis = plain(headers)
+    assert diagnosis.code == "wrong_scheme" and diagnosis.detail.startswith(words)
+
+
+def test_a_standard_delivery_with_an_hmac_header_points_to_both_settings():
+    diagnosis = standard({"X-Hub-Signature-256": "sha256=" + "ab" * 32, "content-type": "application/json"})
+    assert diagnosis.detail == (
+        "the delivery carries GitHub's X-Hub-Signature-256 (hex HMAC of the body), not Standard Webhooks headers: if "
+        "it is a hex HMAC-SHA256 of the body, set FLOW_WEBHOOK_SCHEME=hmac-sha256 and "
+        "FLOW_WEBHOOK_HEADER=X-Hub-Signature-256"
+    )
+
+
+def test_a_standard_delivery_missing_its_headers_is_no_other_scheme_by_a_hex_value_alone():
+    digest = hex_hmac(LIVE.encode(), EVENT)
+    assert standard({"X-Checksum": digest}).code == "missing_header"
+
+
+def test_only_the_first_headers_are_looked_at_for_another_scheme():
+    filler = {f"X-Filler-{number}": "x" for number in range(MAX_HEADERS_LOOKED_AT - 1)}
+    assert plain(filler | {"X-Hub-Signature-256": "ab" * 32}).code == "wrong_scheme"
+    filler[f"X-Filler-{MAX_HEADERS_LOOKED_AT}"] = "x"
+    assert plain(filler | {"X-Hub-Signature-256": "ab" * 32}).code == "missing_header"
+    assert plain(filler | {"X-Hub-Signature-256": "ab" * 32}).detail == (
+        "no X-Flow-Signature header (FLOW_WEBHOOK_HEADER): the sender signs elsewhere or not at all"
+    )
+
+
+# rejections the signature had nothing to do with ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [
+        ("too_large", "the body is over FLOW_WEBHOOK_MAX_BYTES: raise the limit"),
+        ("malformed", "the signature is right but the body is not valid UTF-8 JSON"),
+        ("too_deep", "the signature is right but the JSON nests deeper than the portal accepts"),
+        ("not_object", "the signature is right but the JSON is not an object, as every event is"),
+        ("stale_event", "hmac-sha256 signs no time and this event is older than the retention window"),
+    ],
+)
+def test_a_rejection_after_the_signature_verified_says_it_in_plain_words(kind, words):
+    diagnosis = plain({"X-Flow-Signature": hex_hmac(PLAIN_LIVE.encode(), EVENT)}, kind=kind)
+    assert diagnosis.code == kind and diagnosis.detail.startswith(words)
+
+
+def test_a_standard_body_that_is_not_utf8_is_checked_as_a_signature_not_called_broken_json():
+    latin = EVENT.decode().encode("latin-1")
+    assert standard(signed(LIVE), body=latin, kind="malformed").code == "body_altered"
+    assert standard(signed(LIVE), body=EVENT, kind="malformed").code == "malformed"
+    assert plain({"X-Flow-Signature": "ab" * 32}, body=latin, kind="malformed").code == "malformed"
