@@ -377,7 +377,7 @@ def _id_in_body(body: bytes) -> str | None:
     except (ValueError, RecursionError):
         return None
     value = document.get("id") if isinstance(document, dict) else None
-    return value if isinstance(value, str) else None  # an empty id is skipped with the header's
+    return value if isinstance(value, str) else None
 
 
 def body_variants(body: bytes) -> Iterator[tuple[str, bytes]]:
