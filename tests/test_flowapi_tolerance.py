@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 import pytest
 
 from portal.flowapi.problems import read_problem
-from portal.flowapi.records import CreatedFlow, FlowDetail, FlowPage, parse_timestamp, read_flag
+from portal.flowapi.records import CreatedFlow, FlowDetail, FlowPage, flow_id_from_path, parse_timestamp, read_flag
 from portal.flowapi.text import safe_reason
 from portal.flowapi.transport import retry_after_seconds
 
@@ -36,6 +36,24 @@ def test_unreadable_or_out_of_range_timestamps_are_none_never_an_error(value):
 
 def test_the_last_moment_of_the_calendar_is_still_a_moment():
     assert parse_timestamp("9999-12-31T23:59:59Z").year == 9999
+
+
+def test_unix_time_is_seconds_up_to_1e11_and_milliseconds_beyond():
+    assert parse_timestamp(10**11) == datetime(5138, 11, 16, 9, 46, 40, tzinfo=timezone.utc)
+    assert parse_timestamp(10**11 + 1000) == datetime(1973, 3, 3, 9, 46, 41, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/api/flows/3f2c9a1e-7b4d-4c1a-9e2f-0a1b2c3d4e5f", "3f2c9a1e-7b4d-4c1a-9e2f-0a1b2c3d4e5f"),
+        (" https://flow.example/api/flows/abc-123/ ", "abc-123"),
+        ("/api/flows/not an id!", None),
+        (42, None),
+    ],
+)
+def test_a_flow_id_is_read_from_the_end_of_its_path_only_when_it_is_one(path, expected):
+    assert flow_id_from_path(path) == expected
 
 
 @pytest.mark.parametrize(

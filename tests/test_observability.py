@@ -174,7 +174,6 @@ def test_scraped_metrics_move_with_pages_and_upstream_calls(app, serve, make_use
     assert moved("portal_upstream_requests_total", method="GET", outcome="http_5xx") == 3
     assert moved("portal_upstream_request_duration_seconds_count", method="GET", outcome="ok") >= 2
     assert moved("portal_token_fetches_total", outcome="ok") >= 1
-    assert after.value("portal_webhook_deliveries_total", outcome="rejected", reason="signature") >= 0
     assert {sample.labels["reason"] for sample in after.families["portal_webhook_deliveries"].samples} >= {
         "none",
         "signature",

@@ -401,6 +401,19 @@ def test_an_unreachable_redis_fails_closed_with_a_clear_page(make_app, caplog):
     assert any("throttling store is unreachable" in record.getMessage() for record in caplog.records)
 
 
+def test_a_refused_delivery_while_redis_is_unreachable_is_still_refused_and_counted(make_app):
+    app = make_app(FLOW_WEBHOOK_SECRETS=SECRET, RATELIMIT_ENABLED=True, PORTAL_REDIS_URL="redis://127.0.0.1:9/0")
+    before = rejected_deliveries(app).get("signature", 0)
+    body = b'{"type": "flow.status_changed"}'
+    wrong = signed(body) | {"webhook-signature": "v1," + base64.b64encode(b"0" * 32).decode()}
+    answer = app.test_client().post("/webhooks/flow", data=body, headers=wrong)
+    assert answer.status_code == 401 and answer.get_json() == {"error": "invalid signature"}
+    assert rejected_deliveries(app).get("signature", 0) == before + 1
+    with app.app_context():
+        assert db.session.query(RejectionTally).one().count == 1
+        assert db.session.query(RejectedDelivery).count() == 0, "no sample while the limit cannot be checked"
+
+
 def test_thirty_parallel_guesses_on_two_gunicorn_workers_process_at_most_the_limit(sandbox, redis_url, tmp_path):
     from benchmarks.servers import gunicorn
 
@@ -566,7 +579,8 @@ def test_an_hmac_event_older_than_the_retention_window_is_refused(make_app):
     assert answer.status_code == 400
     with app.app_context():
         assert db.session.query(WebhookEvent).count() == 0
-        assert db.session.query(RejectionTally).one().kind == "stale_event"
+        tally = db.session.query(RejectionTally).one()
+        assert (tally.kind, tally.last_reason) == ("stale_event", "event time is before the retention window")
 
 
 # -- web hardening --------------------------------------------------------------------------------
@@ -735,14 +749,19 @@ def test_counts_of_the_least_recent_networks_are_folded_together_past_the_cap(ho
 
     monkeypatch.setattr(store, "TALLY_CAP", 5)
     monkeypatch.setattr(store, "TALLY_FOLD", 1)
-    for number in range(12):
-        sender = hook_app.test_client()
-        sender.environ_base["REMOTE_ADDR"] = f"203.0.{number}.1"
-        sender.post("/webhooks/flow", data=b"junk")
-    with hook_app.app_context():
-        rows = {row.source_ip: row.count for row in db.session.query(RejectionTally)}
-    assert len(rows) <= 5 + 1 + 1 and sum(rows.values()) == 12, rows
-    assert rows[store.OTHER_NETWORKS] >= 5 and "203.0.11.0/24" in rows, "the newest stay, the oldest are summed"
+
+    def junk_from_networks(numbers) -> dict[str, int]:
+        for number in numbers:
+            sender = hook_app.test_client()
+            sender.environ_base["REMOTE_ADDR"] = f"203.0.{number}.1"
+            sender.post("/webhooks/flow", data=b"junk")
+        with hook_app.app_context():
+            return {row.source_ip: row.count for row in db.session.query(RejectionTally)}
+
+    assert junk_from_networks(range(6)) == {f"203.0.{number}.0/24": 1 for number in range(6)}, "cap + fold: no fold"
+    rows = junk_from_networks(range(6, 12))
+    newest = {f"203.0.{number}.0/24": 1 for number in range(7, 12)}
+    assert rows == newest | {store.OTHER_NETWORKS: 7}, "the newest five stay, the seven oldest are summed"
 
 
 def test_rejections_from_many_networks_log_sixty_lines_a_minute_then_say_how_many_were_not(hook_app, caplog):

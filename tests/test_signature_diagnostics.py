@@ -145,6 +145,9 @@ def test_a_retired_secret_is_named_by_its_number(standard_app, pinned_now):
     assert row.diagnosis == "retired_secret"
     assert "retired secret #1 of FLOW_WEBHOOK_RETIRED_SECRETS" in row.diagnosis_detail
     assert "finish the rotation at the Flow Service" in row.diagnosis_detail
+    kept = json.loads(row.signature_headers)  # the headers that decide, by their lower-case names
+    assert set(kept) == {"webhook-id", "webhook-timestamp", "webhook-signature"}
+    assert kept["webhook-signature"].startswith("v1,")
 
 
 def test_a_secret_configured_nowhere_is_unknown(standard_app, pinned_now):
@@ -297,7 +300,9 @@ def test_hmac_retired_unknown_and_altered(hmac_app, secret, sent, code):
     body = json.dumps(payload()).encode()
     headers = {"X-Flow-Signature": "sha256=" + hex_hmac(secret.encode(), body), "content-type": "application/json"}
     received = body if sent == "as-is" else json.dumps(json.loads(body), separators=(",", ":")).encode()
-    assert refused(hmac_app, received, headers).diagnosis == code
+    row = refused(hmac_app, received, headers)
+    assert row.diagnosis == code
+    assert json.loads(row.signature_headers) == {"x-flow-signature": headers["X-Flow-Signature"]}
 
 
 # -- the page, the row and the log never show a secret ----------------------------------------------
@@ -841,6 +846,14 @@ def test_a_body_without_a_usable_id_looks_up_nothing(body):
 def test_an_hmac_delivery_signed_under_another_scheme_names_it(headers, words):
     diagnosis = plain(headers)
     assert diagnosis.code == "wrong_scheme" and diagnosis.detail.startswith(words)
+
+
+def test_an_hmac_under_another_header_that_a_secret_confirms_says_so():
+    headers = {"X-Request-Digest": hex_hmac(PLAIN_LIVE.encode(), EVENT)}
+    assert plain(headers).detail == (
+        "the delivery carries a signature in X-Request-Digest (a configured secret matches it) where "
+        "FLOW_WEBHOOK_HEADER names X-Flow-Signature: set FLOW_WEBHOOK_HEADER=X-Request-Digest"
+    )
 
 
 def test_a_standard_delivery_with_an_hmac_header_points_to_both_settings():

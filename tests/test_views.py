@@ -386,7 +386,10 @@ def test_an_unconfirmed_create_is_not_sent_twice(make_app, make_sandbox):
     assert unconfirmed.status_code == 504 and "It may have been created" in unconfirmed.text
     again = client.post("/flows/new", data=data)
     assert again.status_code == 302 and again.headers["Location"] == "/flows"
-    assert "has not confirmed it" in client.get("/flows").text
+    assert (
+        "This form was sent already and the Flow Service has not confirmed it. "
+        "Check the flow list before creating the flow again."
+    ) in client.get("/flows").text
     assert sandbox.stats()["flows_created"] == 1
 
 

@@ -25,10 +25,10 @@ from support import portal_config, quick_password_hash, sign_in
 
 from portal import create_app
 from portal.extensions import db
-from portal.models import RejectedDelivery, User, WebhookEvent
+from portal.models import RejectedDelivery, RejectionTally, User, WebhookEvent
 from portal.webhooks.shape import EventFields, EventShape, parse_fields, read_event
 from portal.webhooks.signing import standard_headers
-from portal.webhooks.store import events_for_flow
+from portal.webhooks.store import events_for_flow, iter_events, left_out_by_reference
 
 SECRET = "whsec_" + base64.b64encode(b"first-webhook-secret-0123456789").decode()
 SECOND = "whsec_" + base64.b64encode(b"second-webhook-secret-987654321").decode()
@@ -119,25 +119,25 @@ def test_a_duplicate_is_answered_2xx_and_stored_once(hook_app, hook_client):
 
 
 @pytest.mark.parametrize(
-    ("tamper", "status", "reason"),
+    ("tamper", "status", "reason", "kind"),
     [
-        ("body", 401, "no secret matches"),
-        ("wrong-secret", 401, "no secret matches"),
-        ("stale", 401, "too old"),
-        ("future", 401, "too new"),
-        ("no-signature", 401, "missing header webhook-signature"),
-        ("no-id", 401, "missing header webhook-id"),
-        ("no-timestamp", 401, "missing header webhook-timestamp"),
-        ("garbage-signature", 401, "no well-formed entry"),
-        ("bad-base64", 401, "no secret matches"),
-        ("content-type", 415, "content type"),
-        ("malformed-json", 400, "not valid UTF-8 JSON"),
-        ("json-array", 400, "not a JSON object"),
-        ("oversize", 413, "over the limit"),
-        ("not-utf8", 401, "UTF-8"),
+        ("body", 401, "no secret matches", "signature"),
+        ("wrong-secret", 401, "no secret matches", "signature"),
+        ("stale", 401, "too old", "stale_timestamp"),
+        ("future", 401, "too new", "stale_timestamp"),
+        ("no-signature", 401, "missing header webhook-signature", "missing_header"),
+        ("no-id", 401, "missing header webhook-id", "missing_header"),
+        ("no-timestamp", 401, "missing header webhook-timestamp", "missing_header"),
+        ("garbage-signature", 401, "no well-formed entry", "malformed_signature"),
+        ("bad-base64", 401, "no secret matches", "signature"),
+        ("content-type", 415, "content type", "content_type"),
+        ("malformed-json", 400, "not valid UTF-8 JSON", "malformed"),
+        ("json-array", 400, "not a JSON object", "not_object"),
+        ("oversize", 413, "over the limit", "too_large"),
+        ("not-utf8", 401, "UTF-8", "malformed"),
     ],
 )
-def test_rejections_store_nothing_and_are_recorded(hook_app, hook_client, tamper, status, reason):
+def test_rejections_store_nothing_and_are_recorded(hook_app, hook_client, tamper, status, reason, kind):
     body = json.dumps(event()).encode()
     headers = signed(body)
     now = datetime.now(timezone.utc)
@@ -178,6 +178,10 @@ def test_rejections_store_nothing_and_are_recorded(hook_app, hook_client, tamper
     [record] = rejected(hook_app)
     assert reason in record.reason
     assert len(record.body_head) <= 4096
+    with hook_app.app_context():
+        [tally] = db.session.query(RejectionTally).all()
+    assert (tally.kind, tally.count, tally.last_reason) == (kind, 1, record.reason)
+    assert record.network == tally.source_ip == "127.0.0.0/24"  # counted by network, IPv4 /24
 
 
 @pytest.mark.parametrize("malformed", ["garbage", "v1,abc", "v1,a", "v1,====", "v1,"])
@@ -389,6 +393,15 @@ def test_export_jsonl_and_csv(plain_app):
     assert runner.invoke(args=["events", "export", "--since", "yesterday"]).exit_code != 0
 
 
+def test_events_are_read_for_export_in_batches_oldest_first_none_missed(plain_app):
+    for number in range(5):
+        deliver(plain_app.test_client(), message_id=f"msg_{number}")
+    with plain_app.app_context():
+        assert [event.event_id for event in iter_events(None, batch=2)] == [f"msg_{number}" for number in range(5)]
+        later = stored(plain_app)[3].received_at
+        assert [event.event_id for event in iter_events(later, batch=1)] == ["msg_3", "msg_4"]
+
+
 def test_send_test_delivers_to_a_running_portal(plain_app, serve):
     url = serve(plain_app) + PATH
     result = plain_app.test_cli_runner().invoke(args=["events", "send-test", "--url", url])
@@ -524,6 +537,18 @@ def test_a_flat_event_is_linked_to_its_flow_and_shown(plain_app):
     assert "flow.status_changed" in listing and "/flows/4711" in listing and "Accepted" in listing
     page = staff.get(f"/events/{row.id}")
     assert page.status_code == 200 and "/flows/4711" in page.text and "Accepted" in page.text
+
+
+def test_an_event_without_a_flow_id_joins_a_timeline_only_while_its_reference_names_one_flow(plain_app):
+    client = plain_app.test_client()
+    assert deliver(client, flat_event(flowId="4711", referenceId="LA-7", id="evt-own")).status_code == 200
+    assert deliver(client, flat_event(flowId=None, referenceId="LA-7", id="evt-loose")).status_code == 200
+    own, loose = stored(plain_app)
+    with plain_app.app_context():
+        assert [event.id for event in events_for_flow("4711", "LA-7")] == [own.id, loose.id]
+        assert left_out_by_reference("4711", "LA-7") == 0
+        assert events_for_flow("4712", "LA-7") == [], "an event names another flow with the reference"
+        assert left_out_by_reference("4712", "LA-7") == 1
 
 
 def test_webhook_fields_override_a_path(make_app, database_url):
