@@ -489,38 +489,29 @@ NOBODY = whsec()  # configured nowhere, live or retired
 EVENT = json.dumps(payload(), ensure_ascii=False).encode()
 
 
-def standard(
-    headers: dict, body: bytes = EVENT, kind: str = "signature", stored: dict | None = None, secrets=(LIVE, OTHER_LIVE)
-):
-    """The diagnosis of a Standard Webhooks delivery refused with `kind`, the clock at NOW."""
+def diagnosed(scheme: str, headers: dict, body: bytes, kind: str, stored_body, secrets: tuple, retired: tuple):
+    """What diagnose() says of a delivery refused with `kind`, the clock at NOW (signature header X-Flow-Signature,
+    event id header X-Flow-Event-Id under hmac-sha256)."""
     delivery = Delivery(
         body=body,
         headers=headers,
-        scheme="standard-webhooks",
+        scheme=scheme,
         secrets=secrets,
-        retired=(STRANGER, RETIRED),
+        retired=retired,
         hmac_header="X-Flow-Signature",
         id_header="X-Flow-Event-Id",
         now=NOW,
-        stored_body=(stored or {}).get,
+        stored_body=stored_body,
     )
     return diagnose(delivery, kind)
 
 
-def plain(headers: dict, body: bytes = EVENT, kind: str = "signature", stored: dict | None = None, secrets=None):
-    """The same for an hmac-sha256 delivery (signature header X-Flow-Signature, event id X-Flow-Event-Id)."""
-    delivery = Delivery(
-        body=body,
-        headers=headers,
-        scheme="hmac-sha256",
-        secrets=secrets or (PLAIN_LIVE, LIVE),
-        retired=(PLAIN_STRANGER, PLAIN_RETIRED),
-        hmac_header="X-Flow-Signature",
-        id_header="X-Flow-Event-Id",
-        now=NOW,
-        stored_body=(stored or {}).get,
-    )
-    return diagnose(delivery, kind)
+def standard(headers: dict, body=EVENT, kind="signature", stored: dict | None = None, secrets=(LIVE, OTHER_LIVE)):
+    return diagnosed("standard-webhooks", headers, body, kind, (stored or {}).get, secrets, (STRANGER, RETIRED))
+
+
+def plain(headers: dict, body=EVENT, kind="signature", stored: dict | None = None, secrets=(PLAIN_LIVE, LIVE)):
+    return diagnosed("hmac-sha256", headers, body, kind, (stored or {}).get, secrets, (PLAIN_STRANGER, PLAIN_RETIRED))
 
 
 def signed(secret: str, at: int = NOW, body: bytes = EVENT, message_id: str = "msg_1") -> dict:
@@ -798,19 +789,10 @@ def test_an_hmac_event_stored_with_another_body_is_found_by_its_id(where):
 
 @pytest.mark.parametrize("body", [b"[1]", b'{"id": 7}', b'{"id": ""}', b"{", b"[" * 100_000])
 def test_a_body_without_a_usable_id_looks_up_nothing(body):
-    looked_up = []
-    delivery = Delivery(
-        body=body,
-        headers={"X-Flow-Signature": "ab" * 32},
-        scheme="hmac-sha256",
-        secrets=(PLAIN_LIVE,),
-        retired=(),
-        hmac_header="X-Flow-Signature",
-        id_header="X-Flow-Event-Id",
-        now=NOW,
-        stored_body=lambda event_id: looked_up.append(event_id),
-    )
-    assert diagnose(delivery, "signature").code == "unknown_secret" and looked_up == []
+    looked_up: list[str] = []
+    headers = {"X-Flow-Signature": "ab" * 32}
+    diagnosis = diagnosed("hmac-sha256", headers, body, "signature", looked_up.append, (PLAIN_LIVE,), ())
+    assert diagnosis.code == "unknown_secret" and looked_up == []
 
 
 # another scheme's headers ---------------------------------------------------------------------
