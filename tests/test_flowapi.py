@@ -272,6 +272,21 @@ def test_non_json_error_page_from_a_proxy_is_handled():
     assert raised.value.code == "http_502"
 
 
+@responses.activate
+def test_a_connect_timeout_says_so_in_words():
+    # The sandbox cannot make a connect timeout; a `responses` stand-in raises the one requests raises.
+    responses.add(
+        responses.POST,
+        "http://flow.invalid/realms/sandbox/protocol/openid-connect/token",
+        json={"access_token": "t", "expires_in": 300, "token_type": "Bearer"},
+    )
+    responses.add(responses.GET, "http://flow.invalid/api/flows", body=requests.ConnectTimeout("connect timed out"))
+    client = make_client("http://flow.invalid", FLOW_RETRIES="0")
+    with pytest.raises(UpstreamTimeout) as raised:
+        client.list_flows()
+    assert (raised.value.code, str(raised.value)) == ("connect_timeout", "Timed out connecting to the Flow Service")
+
+
 def test_every_call_carries_a_request_id(sandbox, flow_client, caplog):
     caplog.set_level(logging.DEBUG, logger="portal.flowapi")
     flow_client.list_flows()

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -784,6 +785,20 @@ def test_a_chunked_delivery_without_a_length_is_stored_by_the_view(hook_app, ser
     answer = requests.post(serve(hook_app) + PATH, data=chunks, headers=headers, timeout=10)
     assert answer.status_code == 200 and answer.json() == {"status": "stored", "id": headers["webhook-id"]}
     assert [row.event_id for row in stored(hook_app)] == [headers["webhook-id"]]
+
+
+def test_a_stored_delivery_writes_its_access_line_at_debug_and_a_refused_one_at_info(hook_client, caplog):
+    access = logging.getLogger("portal.access")
+    access.addHandler(caplog.handler)  # the migrations' fileConfig replaced root's
+    caplog.set_level(logging.DEBUG, logger="portal.access")
+    try:
+        assert deliver(hook_client).status_code == 200
+        assert hook_client.post(PATH, data=b"{}", headers={"content-type": "application/json"}).status_code == 401
+    finally:
+        access.removeHandler(caplog.handler)
+    records = {id(record): record for record in caplog.records}.values()  # once, also when root has the handler
+    lines = [(record.levelname, record.status) for record in records if record.name == "portal.access"]
+    assert lines == [("DEBUG", 200), ("INFO", 401)], "the event row is a stored delivery's record"
 
 
 def test_a_refused_delivery_the_lane_read_is_still_refused_and_kept_by_the_view(hook_app, hook_client):
