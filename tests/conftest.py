@@ -15,12 +15,12 @@ from support import (
     LiveServer,
     Receiver,
     Sandbox,
+    add_user,
     create_database_beside,
     drop_database,
     migrate_postgres,
     migrated,
     portal_config,
-    quick_password_hash,
     service_missing,
     sign_in,
 )
@@ -209,12 +209,8 @@ def make_user(app):
     def create(role="viewer", username=None, disabled=False):
         with app.app_context():
             taken = db.session.query(User).filter(User.username.like(f"{role}-user%")).count()
-            default = f"{role}-user" + (f"-{taken + 1}" if taken else "")
-            user = User(username=username or default, role=role, disabled=disabled)
-            user.password_hash = quick_password_hash()
-            db.session.add(user)
-            db.session.commit()
-            return user.username
+        default = f"{role}-user" + (f"-{taken + 1}" if taken else "")
+        return add_user(app, username or default, role, disabled=disabled)
 
     return create
 

@@ -218,6 +218,27 @@ def sign_in(client, username: str, password: str = PASSWORD, next_url: str = "")
     return client.post("/login", data={"username": username, "password": password, "next": next_url})
 
 
+def add_user(app, username: str, role: str = "viewer", password: str = PASSWORD, **fields) -> str:
+    """A staff account in `app`'s database whose password checks in a millisecond; returns its username."""
+    from portal.extensions import db
+    from portal.models import User
+
+    with app.app_context():
+        user = User(username=username, role=role, **fields)
+        user.password_hash = quick_password_hash(password)
+        db.session.add(user)
+        db.session.commit()
+    return username
+
+
+def signed_in_as(app, username: str, role: str = "viewer"):
+    """A test client of `app` signed in as a new account (`add_user`)."""
+    client = app.test_client()
+    answer = sign_in(client, add_user(app, username, role))
+    assert answer.status_code == 302, answer.text
+    return client
+
+
 class Receiver:
     """A stand-in webhook endpoint that records every delivery and answers `status`.
 

@@ -4,7 +4,7 @@ import logging
 import re
 
 import pytest
-from support import PASSWORD, quick_password_hash, sign_in
+from support import PASSWORD, add_user, sign_in
 
 from portal.extensions import db
 from portal.models import AuditEntry, User
@@ -154,11 +154,7 @@ def test_unknown_accounts_and_forged_changes(make_app, admin):
 def test_user_forms_need_csrf(make_app):
     app = make_app()  # CSRF on
     client = app.test_client()
-    with app.app_context():
-        user = User(username="boss", role="admin")
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
+    add_user(app, "boss", "admin")
     page = client.get("/login")
     token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', page.text)[1]
     client.post("/login", data={"username": "boss", "password": PASSWORD, "csrf_token": token})

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import event, text
-from support import quick_password_hash, sign_in
+from support import add_user, sign_in
 
 from portal.accounts import AccountError, change_role
 from portal.audit import EXPORT_COLUMNS
@@ -35,13 +35,10 @@ def eventually(condition) -> bool:
 
 
 def add_admins(app, *names) -> list[int]:
+    for name in names:
+        add_user(app, name, "admin")
     with app.app_context():
-        users = [User(username=name, role="admin") for name in names]
-        for user in users:
-            user.password_hash = quick_password_hash()
-        db.session.add_all(users)
-        db.session.commit()
-        return [user.id for user in users]
+        return [db.session.query(User).filter_by(username=name).one().id for name in names]
 
 
 def active_admins(app) -> list[str]:

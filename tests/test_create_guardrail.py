@@ -3,10 +3,8 @@
 from datetime import date
 
 import pytest
-from support import create_form, form_data, production_settings, quick_password_hash, sign_in
+from support import create_form, form_data, production_settings, signed_in_as
 
-from portal.extensions import db
-from portal.models import User
 from portal.nationalid import birth_date_of, example_synthetic_ids, infer_country, is_synthetic, validate_national_id
 
 SYNTHETIC_MESSAGE = "This is a synthetic test identity; the production service needs a real person&#39;s number."
@@ -116,14 +114,7 @@ def test_the_birth_date_read_is_shown_after_a_submit(signed_in, sandbox):
 def production_operator(make_app):
     """A signed-in operator of a production portal (CSRF off, as in the other view tests)."""
     app = make_app(WTF_CSRF_ENABLED=False, **production_settings())
-    with app.app_context():
-        user = User(username="prod-operator", role="operator")
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
-    client = app.test_client()
-    assert sign_in(client, "prod-operator").status_code == 302
-    return client
+    return signed_in_as(app, "prod-operator", "operator")
 
 
 @pytest.mark.parametrize(

@@ -31,15 +31,13 @@ from support import (
     create_database_beside,
     drop_database,
     portal_config,
-    quick_password_hash,
     service_missing,
-    sign_in,
+    signed_in_as,
 )
 
 from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
 from portal.database import engine_options
 from portal.extensions import db
-from portal.models import User
 from portal.settings import SettingsError, load_settings
 from portal.webhooks.signing import standard_headers
 
@@ -175,19 +173,8 @@ def postgres_proxy(postgres_url):
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def add_user(app, role: str = "admin") -> str:
-    with app.app_context():
-        user = User(username=f"{role}-{uuid.uuid4().hex[:8]}", role=role)
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
-        return user.username
-
-
 def signed_in_client(app, role: str = "admin"):
-    client = app.test_client()
-    assert sign_in(client, add_user(app, role)).status_code == 302
-    return client
+    return signed_in_as(app, f"{role}-{uuid.uuid4().hex[:8]}", role)
 
 
 def delivery(secret: str = DEMO_WEBHOOK_SECRET) -> tuple[bytes, dict]:

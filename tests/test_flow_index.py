@@ -4,7 +4,7 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from support import create_form, quick_password_hash, sign_in
+from support import add_user, create_form, sign_in
 
 from portal.extensions import db
 from portal.flowindex.keys import name_key, read_national_id
@@ -167,11 +167,7 @@ def _user(app, role: str) -> str:
 
     with app.app_context():
         name = f"{role}-{db.session.query(User).count()}"
-        user = User(username=name, role=role)
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
-    return name
+    return add_user(app, name, role)
 
 
 def test_the_writer_skips_a_flow_seen_again_unchanged_within_a_minute(index_app):

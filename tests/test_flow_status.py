@@ -12,13 +12,13 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from support import quick_password_hash, sign_in, wait_until
+from support import signed_in_as, wait_until
 from test_webhooks import deliver
 
 from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
 from portal.extensions import db
 from portal.flowindex.status import Reading, freshest, statuses_of_page
-from portal.models import AuditEntry, User, WebhookEvent
+from portal.models import AuditEntry, WebhookEvent
 from portal.presentation import time_ago
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
@@ -44,14 +44,7 @@ def status_app(make_app, database_url):
 
 @pytest.fixture
 def staff(status_app):
-    with status_app.app_context():
-        user = User(username="kari", role="viewer")
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
-    client = status_app.test_client()
-    assert sign_in(client, "kari").status_code == 302
-    return client
+    return signed_in_as(status_app, "kari")
 
 
 def written(app) -> None:

@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from support import PASSWORD, deliver_signed, quick_password_hash, sign_in, wait_until
+from support import PASSWORD, add_user, deliver_signed, sign_in, wait_until
 
 from portal.extensions import db
 from portal.flowindex.gaps import (
@@ -29,7 +29,7 @@ from portal.flowindex.gaps import (
     heard_from,
     read_stored,
 )
-from portal.models import FlowRecord, User, WebhookEvent
+from portal.models import FlowRecord, WebhookEvent
 
 T0 = datetime(2026, 11, 24, 13, 40, tzinfo=timezone.utc)
 PORTAL_HOOK = "https://portal.example/webhooks/flow"
@@ -186,14 +186,6 @@ def gap_app(make_app, database_url):
     app = make_app(database=database_url, WTF_CSRF_ENABLED=False, PORTAL_GAP_GRACE_SECONDS=str(GRACE))
     app.extensions["portal.clock"] = MovableClock()
     return app
-
-
-def add_user(app, username: str, role: str) -> None:
-    with app.app_context():
-        user = User(username=username, role=role)
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
 
 
 @pytest.fixture

@@ -14,13 +14,20 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
 from sqlalchemy import func, select, update
 from standardwebhooks import Webhook
-from support import PASSWORD, portal_config, production_settings, quick_password_hash, run_in_threads, sign_in
+from support import (
+    PASSWORD,
+    add_user,
+    portal_config,
+    production_settings,
+    run_in_threads,
+    signed_in_as,
+)
 from werkzeug.wrappers import Request, Response
 
 from portal.extensions import db
 from portal.flowindex.observations import LIST, Observation
 from portal.flowindex.store import apply_observations
-from portal.models import AuditEntry, FlowIncident, FlowRecord, Notification, NotificationAttempt, User
+from portal.models import AuditEntry, FlowIncident, FlowRecord, Notification, NotificationAttempt
 from portal.notify.dispatch import JITTER, backoff, send_due
 from portal.settings import SettingsError, load_settings
 
@@ -156,14 +163,7 @@ def attempts(app) -> list[NotificationAttempt]:
 
 
 def admin_client(app):
-    with app.app_context():
-        user = User(username="notice-admin", role="admin")
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
-    client = app.test_client()
-    assert sign_in(client, "notice-admin").status_code == 302
-    return client
+    return signed_in_as(app, "notice-admin", "admin")
 
 
 # -- queued once, signed, masked -----------------------------------------------------------------
@@ -441,11 +441,7 @@ def test_the_page_is_for_admins_and_its_buttons_need_csrf(make_notifying_app, ho
     assert signed_in("operator").get("/admin/notifications").status_code == 403
     guarded = make_notifying_app(PORTAL_NOTIFY_URL=hooks.url, PORTAL_NOTIFY_SECRET=secret, WTF_CSRF_ENABLED=True)
     client = guarded.test_client()
-    with guarded.app_context():
-        user = User(username="csrf-admin", role="admin")
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
+    add_user(guarded, "csrf-admin", "admin")
     page = client.get("/login")
     token = page.text.split('name="csrf_token" type="hidden" value="')[1].split('"')[0]
     client.post("/login", data={"username": "csrf-admin", "password": PASSWORD, "csrf_token": token})

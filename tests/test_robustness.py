@@ -2,7 +2,7 @@
 
 import pytest
 import requests
-from support import quick_password_hash
+from support import add_user
 
 NASTY = [
     "",
@@ -37,15 +37,7 @@ def admin(make_app, make_user, database_url):
     client = app.test_client()
     from support import sign_in
 
-    from portal.extensions import db
-    from portal.models import User
-
-    with app.app_context():
-        user = User(username="root-admin", role="admin")
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
-    sign_in(client, "root-admin")
+    sign_in(client, add_user(app, "root-admin", "admin"))
     return app, client
 
 

@@ -23,10 +23,10 @@ from standardwebhooks import Webhook
 from support import (
     PASSWORD,
     REDIS_PREFIX,
+    add_user,
     create_form,
     portal_config,
     production_settings,
-    quick_password_hash,
     sign_in,
 )
 
@@ -43,12 +43,7 @@ SECRET = "whsec_" + base64.b64encode(b"security-test-webhook-secret-0123").decod
 
 
 def make_account(app, username="kari", role="viewer", password=PASSWORD) -> str:
-    with app.app_context():
-        user = User(username=username, role=role)
-        user.password_hash = quick_password_hash(password)
-        db.session.add(user)
-        db.session.commit()
-    return username
+    return add_user(app, username, role, password)
 
 
 # -- secrets in production ----------------------------------------------------------------------

@@ -16,10 +16,10 @@ import uuid
 from datetime import datetime, timezone
 
 import pytest
-from support import portal_config, production_settings, quick_password_hash, sign_in
+from support import portal_config, production_settings, signed_in_as
 
 from portal.extensions import db
-from portal.models import RejectedDelivery, User
+from portal.models import RejectedDelivery
 from portal.settings import SettingsError, load_settings
 from portal.webhooks import signing
 from portal.webhooks.diagnosis import (
@@ -309,14 +309,7 @@ def test_hmac_retired_unknown_and_altered(hmac_app, secret, sent, code):
 
 
 def admin(app):
-    with app.app_context():
-        user = User(username="diagnostics-admin", role="admin")
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
-    client = app.test_client()
-    assert sign_in(client, "diagnostics-admin").status_code == 302
-    return client
+    return signed_in_as(app, "diagnostics-admin", "admin")
 
 
 def secret_forms(secret: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 import re
 
-from support import PASSWORD, deliver_signed, quick_password_hash, set_account_language, sign_in
+from support import PASSWORD, add_user, deliver_signed, set_account_language, sign_in
 
 from portal.extensions import db
 from portal.flowapi.records import parse_timestamp
@@ -30,10 +30,7 @@ def keeps_what_was_typed(page: str) -> None:
 
 def test_a_create_with_the_service_down_keeps_the_form_and_says_what_to_do(make_app):
     app = make_app(sandbox_url="http://127.0.0.1:9", WTF_CSRF_ENABLED=False, FLOW_RETRY_BUDGET="0")
-    with app.app_context():
-        db.session.add(user := User(username="kari", role="operator"))
-        user.password_hash = quick_password_hash()
-        db.session.commit()
+    add_user(app, "kari", "operator")
     client = app.test_client()
     sign_in(client, "kari")
     answer = client.post("/flows/new", data={**TYPED, "submission": new_form_token(client)})
@@ -204,10 +201,7 @@ def test_a_completed_flow_last_seen_unopened_says_the_answer_is_not_seen_yet(app
 
 def test_a_failed_create_says_why_in_the_pages_language(make_app):
     app = make_app(sandbox_url="http://127.0.0.1:9", WTF_CSRF_ENABLED=False, FLOW_RETRY_BUDGET="0")
-    with app.app_context():
-        db.session.add(user := User(username="kari", role="operator", language="nb"))
-        user.password_hash = quick_password_hash()
-        db.session.commit()
+    add_user(app, "kari", "operator", language="nb")
     client = app.test_client()
     sign_in(client, "kari")
     answer = client.post("/flows/new", data={**TYPED, "submission": new_form_token(client)})

@@ -4,10 +4,10 @@ import json
 import uuid
 
 import pytest
-from support import deliver_signed, quick_password_hash, sign_in
+from support import add_user, deliver_signed, sign_in
 
 from portal.extensions import db
-from portal.models import AccessEntry, AuditEntry, CreateSubmission, FlowRecord, User, WebhookEvent
+from portal.models import AccessEntry, AuditEntry, CreateSubmission, FlowRecord, WebhookEvent
 
 PERSON = "15108695088"
 OTHER = "811218-9876"
@@ -82,11 +82,7 @@ def test_erasure_asks_first_and_a_bad_id_is_a_clear_error(app, two_people):
 def test_nothing_held_erases_the_audit_entries_too(make_app, sandbox):
     app = make_app(WTF_CSRF_ENABLED=False, PORTAL_LEGAL_HOLD="none")
     flow_id = sandbox.create(national_id=PERSON)["flowId"]
-    with app.app_context():
-        user = User(username="op", role="operator")
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
+    add_user(app, "op", "operator")
     client = app.test_client()
     sign_in(client, "op")
     client.post(f"/flows/{flow_id}/reveal", data={"purpose": "Identity check"}, follow_redirects=True)

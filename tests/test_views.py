@@ -5,7 +5,7 @@ from html import unescape
 
 import pytest
 import responses
-from support import PASSWORD, create_form, form_data, production_settings, quick_password_hash, sign_in
+from support import PASSWORD, add_user, create_form, form_data, production_settings, sign_in
 
 from portal.extensions import db
 from portal.models import AuditEntry, CreateSubmission, User
@@ -25,11 +25,8 @@ def field_errors(page):
 def make_user_for(app, role="operator", username=None):
     """A user in an app built by make_app (the make_user fixture serves the default app)."""
     with app.app_context():
-        user = User(username=username or f"{role}-{db.session.query(User).count()}", role=role)
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
-        return user.username
+        default = f"{role}-{db.session.query(User).count()}"
+    return add_user(app, username or default, role)
 
 
 def staff_client(make_app, role="operator", **overrides):

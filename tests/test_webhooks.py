@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 import requests
 from standardwebhooks import Webhook
-from support import portal_config, quick_password_hash, sign_in
+from support import portal_config, signed_in_as
 
 from portal import create_app
 from portal.extensions import db
-from portal.models import RejectedDelivery, RejectionTally, User, WebhookEvent
+from portal.models import RejectedDelivery, RejectionTally, WebhookEvent
 from portal.webhooks.shape import EventFields, EventShape, parse_fields, read_event
 from portal.webhooks.signing import standard_headers
 from portal.webhooks.store import events_for_flow, iter_events, left_out_by_reference
@@ -307,14 +307,7 @@ def test_two_copies_at_the_same_moment_store_once(make_app, database_url, serve)
 
 
 def admin_client(app):
-    with app.app_context():
-        user = User(username="admin", role="admin")
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
-    client = app.test_client()
-    sign_in(client, "admin")
-    return client
+    return signed_in_as(app, "admin", "admin")
 
 
 @pytest.fixture
@@ -470,14 +463,7 @@ def test_out_of_range_event_ids_are_not_found(plain_app):
 
 
 def staff_client(app, role="viewer"):
-    with app.app_context():
-        user = User(username=role, role=role)
-        user.password_hash = quick_password_hash()
-        db.session.add(user)
-        db.session.commit()
-    client = app.test_client()
-    assert sign_in(client, role).status_code == 302
-    return client
+    return signed_in_as(app, role, role)
 
 
 def flat_event(**changes) -> dict:
