@@ -172,6 +172,15 @@ def test_a_national_id_in_plain_text_or_withheld_internals_is_masked(client, ups
     assert NATIONAL_ID not in caplog.text
 
 
+def test_internals_in_a_json_problem_are_withheld_and_logged_with_the_request_id(client, upstream, caplog):
+    upstream.answers(500, json.dumps({"detail": "java.lang.IllegalStateException: no row", "title": "Server error"}))
+    with caplog.at_level(logging.WARNING, logger="portal.flowapi"), pytest.raises(UpstreamUnavailable) as raised:
+        create(client)
+    assert raised.value.reason == "Server error", "the next reason that is fit to show"
+    withheld = [record.getMessage() for record in caplog.records if "withheld" in record.getMessage()]
+    assert withheld and f"(request {raised.value.request_id})" in withheld[0]
+
+
 def test_the_backoff_doubles_from_a_fifth_of_a_second_up_to_two_seconds():
     for attempt, ceiling in ((0, 0.2), (1, 0.4), (2, 0.8), (3, 1.6), (4, 2.0), (10, 2.0)):
         delays = [_backoff(attempt) for _ in range(300)]

@@ -4,6 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from portal.flowapi import UpstreamProtocolError
 from portal.flowapi.problems import read_problem
 from portal.flowapi.records import CreatedFlow, FlowDetail, FlowPage, flow_id_from_path, parse_timestamp, read_flag
 from portal.flowapi.text import safe_reason
@@ -41,6 +42,7 @@ def test_the_last_moment_of_the_calendar_is_still_a_moment():
 def test_unix_time_is_seconds_up_to_1e11_and_milliseconds_beyond():
     assert parse_timestamp(10**11) == datetime(5138, 11, 16, 9, 46, 40, tzinfo=timezone.utc)
     assert parse_timestamp(10**11 + 1000) == datetime(1973, 3, 3, 9, 46, 41, tzinfo=timezone.utc)
+    assert parse_timestamp(10**11 + 0.5).year == 1973, "anything past 1e11 is milliseconds"
 
 
 @pytest.mark.parametrize(
@@ -74,10 +76,16 @@ def test_a_quirky_retrieve_response_is_read_whole():
                 "createdAt": 1795349100,
                 "updatedAt": "9999-12-31T23:59:59-23:59",
                 "incidents": [
-                    {"message": "webhook failed", "taskType": "send-initiate-webhook", "taskCategory": "incident"},
+                    {
+                        "id": "inc-7",
+                        "message": "webhook failed",
+                        "taskType": "send-initiate-webhook",
+                        "taskCategory": "incident",
+                    },
                     "plain words",
                 ],
                 "hasIncidents": "true",
+                "versionTag": "v3-2026",
             }
         }
     )
@@ -85,13 +93,30 @@ def test_a_quirky_retrieve_response_is_read_whole():
     assert detail.created_at == datetime(2026, 11, 22, 12, 5, tzinfo=timezone.utc) and detail.created_unread is None
     assert detail.updated_at is None and detail.updated_unread == "9999-12-31T23:59:59-23:59", "kept to show as sent"
     assert [incident.message for incident in detail.incidents] == ["webhook failed", "plain words"]
-    assert [incident.id for incident in detail.incidents] == ["1", "2"]
+    assert [incident.id for incident in detail.incidents] == ["inc-7", "2"], "an incident's own id, else its place"
+    assert detail.version_tag == "v3-2026"
     kinds = [(incident.task_type, incident.task_category) for incident in detail.incidents]
     assert kinds == [("send-initiate-webhook", "incident"), (None, None)]
 
 
 def test_a_bare_flow_object_is_read_as_the_flow():
     assert FlowDetail.from_json({"flowId": "f-2", "referenceId": 7}).reference_id == "7"
+
+
+def test_a_flow_without_any_id_is_a_protocol_error_in_words():
+    with pytest.raises(UpstreamProtocolError) as raised:
+        FlowDetail.from_json({"flow": {"referenceId": "LA-1"}})
+    assert str(raised.value) == "The flow has no flowId"
+
+
+def test_a_created_flow_is_found_by_the_id_of_its_flow_object():
+    assert CreatedFlow.from_reply({"flow": {"id": "abc-1", "referenceId": "LA-2"}}).flow_id == "abc-1"
+
+
+@pytest.mark.parametrize("key", ["details", "invalid-params", "invalid_params", "errors", "violations"])
+def test_field_complaints_are_read_under_each_name_services_use(key):
+    problem = read_problem(422, {key: [{"name": "lastName", "reason": "too long"}]})
+    assert [(detail.field, detail.message) for detail in problem.details] == [("lastName", "too long")]
 
 
 @pytest.mark.parametrize(

@@ -530,7 +530,8 @@ def test_an_event_without_a_flow_id_joins_a_timeline_only_while_its_reference_na
     client = plain_app.test_client()
     assert deliver(client, flat_event(flowId="4711", referenceId="LA-7", id="evt-own")).status_code == 200
     assert deliver(client, flat_event(flowId=None, referenceId="LA-7", id="evt-loose")).status_code == 200
-    own, loose = stored(plain_app)
+    assert deliver(client, flat_event(flowId=None, referenceId="LA-8", id="evt-elsewhere")).status_code == 200
+    own, loose, _elsewhere = stored(plain_app)
     with plain_app.app_context():
         assert [event.id for event in events_for_flow("4711", "LA-7")] == [own.id, loose.id]
         assert left_out_by_reference("4711", "LA-7") == 0

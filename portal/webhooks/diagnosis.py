@@ -142,10 +142,10 @@ def _diagnose_standard(delivery: Delivery, kind: str) -> Diagnosis:
     matches = _standard_matcher(signed_content, given)
     if kind == "stale_timestamp" or abs(delivery.now - timestamp) > TOLERANCE_SECONDS:
         return _stale(delivery, timestamp, _which_secret(delivery, matches, delivery.body, _whsec_key))
-    return _standard_signature(delivery, matches, given)
+    return _standard_signature(delivery, matches)
 
 
-def _standard_signature(delivery: Delivery, matches: Matcher, given: list[bytes]) -> Diagnosis:
+def _standard_signature(delivery: Delivery, matches: Matcher) -> Diagnosis:
     retired = _first_match(delivery.retired, delivery.body, matches, _whsec_key)
     if retired is not None:
         return _retired(retired)
@@ -155,7 +155,7 @@ def _standard_signature(delivery: Delivery, matches: Matcher, given: list[bytes]
             "the sender keys the HMAC with the whsec_ secret's text, not its base64-decoded bytes as Standard "
             "Webhooks does: fix the sender's signing library",
         )
-    if _hex_entry_matches(delivery, given):
+    if _hex_entry_matches(delivery):
         return Diagnosis(
             "wrong_scheme",
             "webhook-signature carries a hex digest where Standard Webhooks wants base64: fix the sender, or "
@@ -206,7 +206,7 @@ def _standard_matcher(signed_prefix: bytes, given: list[bytes]) -> Matcher:
     return matches
 
 
-def _hex_entry_matches(delivery: Delivery, given: list[bytes]) -> bool:
+def _hex_entry_matches(delivery: Delivery) -> bool:
     """Whether a v1 entry is the hex HMAC of the body (or of the signed content) under a configured secret."""
     hex_entries = {
         value.lower()
