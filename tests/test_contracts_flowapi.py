@@ -46,6 +46,7 @@ class Upstream:
 
     def __init__(self, serve):
         self.status, self.body, self.content_type, self.calls = 200, "{}", "application/json", 0
+        self.headers: dict[str, str] = {}
         app = Flask("upstream")
 
         @app.route("/api/<path:path>", methods=["GET", "POST"])
@@ -54,12 +55,13 @@ class Upstream:
             response = Response(self.body, self.status, content_type=self.content_type)
             if self.content_type is None:
                 del response.headers["Content-Type"]
+            response.headers.update(self.headers)
             return response
 
         self.url = serve(app)
 
-    def answers(self, status: int, body: str, content_type: str | None = "application/json") -> None:
-        self.status, self.body, self.content_type = status, body, content_type
+    def answers(self, status: int, body: str, content_type: str | None = "application/json", **headers: str) -> None:
+        self.status, self.body, self.content_type, self.headers = status, body, content_type, headers
 
 
 @pytest.fixture
@@ -112,6 +114,23 @@ def test_each_refusal_of_a_create_is_its_own_error(client, upstream, status, exp
     if expected not in (EndpointNotFound, UpstreamProtocolError):  # those two say what went wrong themselves
         assert str(error) == "Refused by the stand-in", "the service's own words, not a placeholder"
     assert upstream.calls == (2 if status == 401 else 1), "a POST is never repeated, except once with a new token"
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_never_followed_with_the_token(client, upstream, status):
+    upstream.answers(status, "", Location=upstream.url + "/api/somewhere-else")
+    with pytest.raises(UpstreamProtocolError):
+        create(client)
+    with pytest.raises(UpstreamProtocolError):
+        client.list_flows()
+    assert upstream.calls == 2, "one call each: the bearer token never went to the other address"
+
+
+def test_a_missing_flow_list_names_the_endpoint(client, upstream):
+    upstream.answers(404, DESIGN_ERROR)
+    with pytest.raises(EndpointNotFound) as raised:
+        client.list_flows()
+    assert str(raised.value) == "The Flow Service answered 404 for its flow list"
 
 
 def test_an_error_answer_without_a_content_type_is_an_error_of_its_status(client, upstream):

@@ -227,6 +227,13 @@ def test_a_long_lifetime_keeps_the_configured_leeway(idp, make_provider, clock):
     assert provider.token() == "token-2"
 
 
+def test_a_token_is_renewed_at_its_renewal_moment_itself(idp, make_provider, clock):
+    provider = make_provider(leeway=30)
+    provider.token()
+    clock.now += 300 - 30  # the moment renewal is due (the clock's values are whole: no rounding)
+    assert provider.token() == "token-2" and idp.requests == 2
+
+
 def test_expires_in_as_a_string_of_digits_is_read(idp, make_provider, clock):
     idp.answers = [ok(expires_in="300")]
     provider = make_provider()
