@@ -295,6 +295,16 @@ def test_every_call_carries_a_request_id(sandbox, flow_client, caplog):
     assert len(ids) == 2 and len(set(ids)) == 2
 
 
+def test_a_retry_is_logged_with_the_support_code_of_what_failed(sandbox, clocked_client, clock, caplog):
+    caplog.set_level(logging.WARNING, logger="portal.flowapi")
+    sandbox.fault(mode="error", status=503, count=1)
+    clocked_client.list_flows()
+    retries = [record for record in caplog.records if record.msg.startswith("flowapi: %s %s failed")]
+    assert len(retries) == 1 and len(clock.slept) == 1
+    method, path, support_code, _delay = retries[0].args
+    assert (method, path) == ("GET", "/api/flows") and support_code.startswith("503 · ")
+
+
 def test_secrets_tokens_and_national_ids_never_reach_the_log(sandbox, caplog):
     caplog.set_level(logging.DEBUG)
     caplog.set_level(logging.DEBUG, logger="portal")  # an app built earlier set the portal's own level
