@@ -71,6 +71,7 @@ def assert_surely_not_created(app, data: dict) -> None:
     first = staff.post("/flows/new", data=data)
     assert first.status_code in (502, 503, 504), first.status_code
     assert "The flow was not created" in first.text and MAYBE_CREATED not in first.text
+    assert "You can send the form again. (for support: " in first.text, "the support code, in its own words"
     assert submissions(app) == 0
     again = staff.post("/flows/new", data=data)
     assert again.status_code == first.status_code and SENT_ALREADY not in again.text

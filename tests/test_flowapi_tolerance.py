@@ -103,6 +103,12 @@ def test_a_bare_flow_object_is_read_as_the_flow():
     assert FlowDetail.from_json({"flowId": "f-2", "referenceId": 7}).reference_id == "7"
 
 
+def test_an_empty_time_is_absent_not_an_unreadable_one():
+    detail = FlowDetail.from_json({"flowId": "f-3", "createdAt": "", "updatedAt": "soon"})
+    assert (detail.created_at, detail.created_unread) == (None, None)
+    assert (detail.updated_at, detail.updated_unread) == (None, "soon")
+
+
 def test_a_flow_without_any_id_is_a_protocol_error_in_words():
     with pytest.raises(UpstreamProtocolError) as raised:
         FlowDetail.from_json({"flow": {"referenceId": "LA-1"}})

@@ -29,7 +29,7 @@ from portal.extensions import db
 from portal.models import RejectedDelivery, RejectionTally, WebhookEvent
 from portal.webhooks.shape import EventFields, EventShape, parse_fields, read_event
 from portal.webhooks.signing import standard_headers
-from portal.webhooks.store import events_for_flow, iter_events, left_out_by_reference
+from portal.webhooks.store import events_for_flow, iter_events, iter_matching_events, left_out_by_reference
 
 SECRET = "whsec_" + base64.b64encode(b"first-webhook-secret-0123456789").decode()
 SECOND = "whsec_" + base64.b64encode(b"second-webhook-secret-987654321").decode()
@@ -214,6 +214,8 @@ def test_rejections_are_kept_bounded(make_app, database_url):
 def test_no_secret_configured_rejects_everything(make_app, database_url):
     app = make_app(database=database_url, FLOW_WEBHOOK_SECRETS="")
     assert deliver(app.test_client()).status_code == 401
+    [record] = rejected(app)
+    assert record.reason == "no webhook secret is configured (FLOW_WEBHOOK_SECRETS)"
 
 
 @pytest.mark.parametrize("signature", ["sha256={digest}", "{digest}"])
@@ -394,6 +396,8 @@ def test_events_are_read_for_export_in_batches_oldest_first_none_missed(plain_ap
         assert [event.event_id for event in iter_events(None, batch=2)] == [f"msg_{number}" for number in range(5)]
         later = stored(plain_app)[3].received_at
         assert [event.event_id for event in iter_events(later, batch=1)] == ["msg_3", "msg_4"]
+        newest_first = iter_matching_events(event_type=None, flow=None, batch=2)
+        assert [event.event_id for event in newest_first] == [f"msg_{number}" for number in reversed(range(5))]
 
 
 def test_send_test_delivers_to_a_running_portal(plain_app, serve):
@@ -650,6 +654,8 @@ def test_json_nested_5000_deep_is_a_clear_400(make_app, database_url):
     assert stored(app) == []
     [record] = rejected(app)
     assert "nested deeper than 64" in record.reason
+    with app.app_context():
+        assert db.session.query(RejectionTally).one().kind == "too_deep"
     brackets_in_strings = json.dumps(event(note="[" * 5000)).encode()
     assert deliver(app.test_client(), body=brackets_in_strings).status_code == 200
     just_deep_enough = json.dumps(event(nested=json.loads("[" * 63 + "]" * 63))).encode()
