@@ -218,11 +218,13 @@ def sign_in(client, username: str, password: str = PASSWORD, next_url: str = "")
     return client.post("/login", data={"username": username, "password": password, "next": next_url})
 
 
-def add_user(app, username: str, role: str = "viewer", password: str = PASSWORD, **fields) -> str:
-    """A staff account in `app`'s database whose password checks in a millisecond; returns its username."""
+def add_user(app, username: str | None = None, role: str = "viewer", password: str = PASSWORD, **fields) -> str:
+    """A staff account in `app`'s database whose password checks in a millisecond (named after its role when no name
+    is given); returns its username."""
     from portal.extensions import db
     from portal.models import User
 
+    username = username or f"{role}-{uuid.uuid4().hex[:8]}"
     with app.app_context():
         user = User(username=username, role=role, **fields)
         user.password_hash = quick_password_hash(password)
@@ -231,7 +233,7 @@ def add_user(app, username: str, role: str = "viewer", password: str = PASSWORD,
     return username
 
 
-def signed_in_as(app, username: str, role: str = "viewer"):
+def signed_in_as(app, username: str | None = None, role: str = "viewer"):
     """A test client of `app` signed in as a new account (`add_user`)."""
     client = app.test_client()
     answer = sign_in(client, add_user(app, username, role))

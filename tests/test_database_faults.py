@@ -174,7 +174,7 @@ def postgres_proxy(postgres_url):
 
 
 def signed_in_client(app, role: str = "admin"):
-    return signed_in_as(app, f"{role}-{uuid.uuid4().hex[:8]}", role)
+    return signed_in_as(app, role=role)
 
 
 def delivery(secret: str = DEMO_WEBHOOK_SECRET) -> tuple[bytes, dict]:

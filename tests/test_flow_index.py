@@ -10,7 +10,7 @@ from portal.extensions import db
 from portal.flowindex.keys import name_key, read_national_id
 from portal.flowindex.observations import DETAIL, LIST, WEBHOOK, Observation, from_event
 from portal.flowindex.store import apply_observations, index_record
-from portal.models import FlowRecord, User
+from portal.models import FlowRecord
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 KEY = b"test-index-key-0123456789"
@@ -136,7 +136,7 @@ def test_a_list_page_fills_the_index_without_full_national_ids(index_app, sandbo
         json={"nationalId": "15108695088", "lastName": "Bjørnstad", "redirectUrl": "https://a.example/"},
     ).json()
     staff = index_app.test_client()
-    sign_in(staff, _user(index_app, "viewer"))
+    sign_in(staff, add_user(index_app, role="viewer"))
     assert staff.get("/flows").status_code == 200
     record = seen(index_app, created["flowId"])
     number = read_national_id("15108695088")
@@ -154,20 +154,13 @@ def test_a_list_page_fills_the_index_without_full_national_ids(index_app, sandbo
 
 def test_a_flow_created_in_the_portal_is_indexed_with_who_created_it(index_app):
     staff = index_app.test_client()
-    username = _user(index_app, "operator")
+    username = add_user(index_app, role="operator")
     sign_in(staff, username)
     answer = create_form(staff, last_name="Ødegård")
     flow_id = answer.headers["Location"].rsplit("/", 1)[-1]
     record = seen(index_app, flow_id)
     assert (record.created_by, record.change_source, record.consent_status) == (username, "create", "Unopened")
     assert record.last_name_key == "odegard" and record.country == "no"
-
-
-def _user(app, role: str) -> str:
-
-    with app.app_context():
-        name = f"{role}-{db.session.query(User).count()}"
-    return add_user(app, name, role)
 
 
 def test_the_writer_skips_a_flow_seen_again_unchanged_within_a_minute(index_app):

@@ -8,7 +8,7 @@ import responses
 from support import PASSWORD, add_user, create_form, form_data, production_settings, sign_in
 
 from portal.extensions import db
-from portal.models import AuditEntry, CreateSubmission, User
+from portal.models import AuditEntry, CreateSubmission
 
 FLOW_ROW = re.compile(r'data-flow-id="([^"]+)"')
 
@@ -22,18 +22,11 @@ def field_errors(page):
     return [unescape(text) for text in re.findall(r'data-field-error="[^"]+">([^<]+)', page.text)]
 
 
-def make_user_for(app, role="operator", username=None):
-    """A user in an app built by make_app (the make_user fixture serves the default app)."""
-    with app.app_context():
-        default = f"{role}-{db.session.query(User).count()}"
-    return add_user(app, username or default, role)
-
-
 def staff_client(make_app, role="operator", **overrides):
     """A signed-in test client of a new app (CSRF off) built with `overrides`."""
     app = make_app(WTF_CSRF_ENABLED=False, **overrides)
     client = app.test_client()
-    sign_in(client, make_user_for(app, role))
+    sign_in(client, add_user(app, role=role))
     return client
 
 
@@ -81,7 +74,7 @@ def test_wrong_password_and_disabled_accounts(client, make_user):
 def test_repeated_failed_sign_ins_are_throttled(make_app, make_user):
     app = make_app(WTF_CSRF_ENABLED=False, RATELIMIT_ENABLED=True)
     client = app.test_client()
-    make_user_for(app, "viewer", "target")
+    add_user(app, "target", "viewer")
     statuses = [sign_in(client, "target", password="guess").status_code for _ in range(6)]
     assert statuses == [200] * 5 + [429]
     assert "Too many attempts" in sign_in(client, "target").text
@@ -94,7 +87,7 @@ def test_sign_out_is_a_post_with_csrf(make_app, make_user):
     client = app.test_client()
     page = client.get("/login")
     token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', page.text)[1]
-    make_user_for(app, "viewer", "kari")
+    add_user(app, "kari", "viewer")
     assert (
         client.post("/login", data={"username": "kari", "password": PASSWORD, "csrf_token": token}).status_code == 302
     )
@@ -320,7 +313,7 @@ def test_create_prefills_addresses_and_offers_configured_countries(make_app, mak
         PORTAL_PUBLIC_URL="https://portal.lender.example",
     )
     client = app.test_client()
-    sign_in(client, make_user_for(app))
+    sign_in(client, add_user(app, role="operator"))
     page = client.get("/flows/new").text
     assert 'value="https://portal.lender.example/webhooks/flow"' in page
     assert 'value="https://portal.lender.example/consent-complete"' in page
@@ -511,7 +504,7 @@ def test_a_service_that_sends_empty_list_items_still_gets_a_page(make_app):
 def test_the_audit_log_records_the_client_behind_a_trusted_proxy(make_app, sandbox, proxies, expected):
     app = make_app(WTF_CSRF_ENABLED=False, PORTAL_TRUSTED_PROXIES=proxies)
     client = app.test_client()
-    sign_in(client, make_user_for(app))
+    sign_in(client, add_user(app, role="operator"))
     flow_id = sandbox.create()["flowId"]
     client.post(
         f"/flows/{flow_id}/reveal", data={"purpose": "Identity check"}, headers={"X-Forwarded-For": "203.0.113.9"}
