@@ -10,9 +10,8 @@ import requests
 import responses
 from altservice import LAST_NAME_REASON
 from altservice import PORTAL_SETTINGS as ALT_SETTINGS
-from support import form_data, sign_in
+from support import add_user, form_data, sign_in
 from test_contracts_flowapi import Upstream
-from test_views import make_user_for
 
 from portal.extensions import db
 from portal.models import CreateSubmission, FlowRecord
@@ -25,7 +24,7 @@ MAYBE_CREATED = "may have been created"
 def operator_of(app):
     """A test client signed in as a new operator of `app`."""
     client = app.test_client()
-    assert sign_in(client, make_user_for(app, "operator")).status_code == 302
+    assert sign_in(client, add_user(app, role="operator")).status_code == 302
     return client
 
 

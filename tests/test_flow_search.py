@@ -10,8 +10,8 @@ from html import unescape
 from zoneinfo import ZoneInfo
 
 import pytest
-from support import sign_in
-from test_views import FLOW_ROW, links, make_user_for
+from support import add_user, sign_in
+from test_views import FLOW_ROW, links
 
 from portal.extensions import db
 from portal.flowapi.records import FlowSummary
@@ -89,7 +89,7 @@ class World:
 
 def client_for(app, role: str = "viewer"):
     client = app.test_client()
-    assert sign_in(client, make_user_for(app, role)).status_code == 302
+    assert sign_in(client, add_user(app, role=role)).status_code == 302
     return client
 
 

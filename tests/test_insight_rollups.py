@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import delete, select, text, update
 from sqlalchemy.orm import Session
-from support import sign_in
+from support import add_user, sign_in
 from test_insights import (
     CUSTOM,
     NOW,
@@ -21,7 +21,6 @@ from test_insights import (
     observations,
     utc,
 )
-from test_views import make_user_for
 
 from portal.extensions import db
 from portal.flowapi.records import FlowSummary
@@ -128,7 +127,7 @@ def test_a_long_range_gives_the_known_set_s_figures_and_says_its_times_are_appro
     # Decided after 1 hour, 4 hours, 1 day and (the flow of 1 March) 11 hours 1 minute.
     assert rolled.median_seconds == pytest.approx((4 * 3600 + 11 * 3600 + 60) / 2, rel=PRECISION)
     client = app.test_client()
-    assert sign_in(client, make_user_for(app, "viewer")).status_code == 302
+    assert sign_in(client, add_user(app, role="viewer")).status_code == 302
     page = client.get(f"/insights?range=custom&from={YEAR[0]}&to={YEAR[1]}")
     assert 'data-testid="approximate"' in page.text and "within 2.5%" in page.text
     assert "≈ " in page.text.split('data-figure="median"')[1].split("</tr>")[0]

@@ -9,8 +9,7 @@ from html import unescape
 from zoneinfo import ZoneInfo
 
 import pytest
-from support import sign_in
-from test_views import make_user_for
+from support import add_user, sign_in
 
 from portal.extensions import db
 from portal.flowapi.records import FlowSummary
@@ -103,7 +102,7 @@ def make_portal(make_app, database_url):
 
 def viewer(app):
     client = app.test_client()
-    assert sign_in(client, make_user_for(app, "viewer")).status_code == 302
+    assert sign_in(client, add_user(app, role="viewer")).status_code == 302
     return client
 
 

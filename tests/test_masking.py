@@ -19,8 +19,7 @@ from stdnum import luhn
 from stdnum.fi import hetu
 from stdnum.no import fodselsnummer
 from stdnum.se import personnummer
-from support import deliver_signed, sign_in
-from test_views import make_user_for
+from support import add_user, deliver_signed, sign_in
 
 from portal.extensions import db
 from portal.masking import is_national_id_key, mask_document, mask_national_id, mask_text
@@ -356,7 +355,7 @@ def hostile_service(flow_id: str) -> Flask:
 
 def signed_in_to(app, role: str = "viewer"):
     client = app.test_client()
-    assert sign_in(client, make_user_for(app, role)).status_code == 302
+    assert sign_in(client, add_user(app, role=role)).status_code == 302
     return client
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from altservice import PORTAL_SETTINGS as ALT_SETTINGS
 from sqlalchemy import event, select, text, update
-from support import deliver_signed, sign_in, wait_until
-from test_views import make_user_for
+from support import add_user, deliver_signed, sign_in, wait_until
 
 from portal.extensions import db
 from portal.flowapi.records import FlowDetail
@@ -40,7 +39,7 @@ TASK = "send-initiate-webhook"
 
 def client_for(app, role: str = "viewer"):
     client = app.test_client()
-    assert sign_in(client, make_user_for(app, role)).status_code == 302
+    assert sign_in(client, add_user(app, role=role)).status_code == 302
     return client
 
 
