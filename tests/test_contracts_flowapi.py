@@ -191,6 +191,14 @@ def test_a_national_id_in_plain_text_or_withheld_internals_is_masked(client, ups
     assert NATIONAL_ID not in caplog.text
 
 
+def test_a_problem_written_in_xml_is_read_as_the_services_words(client, upstream):
+    problem = '<problem xmlns="urn:ietf:rfc:7807"><title>Lender is suspended</title></problem>'
+    upstream.answers(422, problem, "application/problem+xml")
+    with pytest.raises(ValidationFailed) as raised:
+        create(client)
+    assert (raised.value.code, raised.value.reason) == ("http_422", problem)
+
+
 def test_internals_in_a_json_problem_are_withheld_and_logged_with_the_request_id(client, upstream, caplog):
     upstream.answers(500, json.dumps({"detail": "java.lang.IllegalStateException: no row", "title": "Server error"}))
     with caplog.at_level(logging.WARNING, logger="portal.flowapi"), pytest.raises(UpstreamUnavailable) as raised:

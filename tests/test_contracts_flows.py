@@ -185,7 +185,10 @@ def test_the_services_field_errors_land_on_the_fields_whatever_their_spelling(up
 def test_a_refusal_without_field_errors_says_the_services_reason(upstream_app):
     _, page = create_answered(upstream_app, 422, {"error": "validation_error", "message": "Lender is suspended"})
     assert page.status_code == 422
-    assert "The Flow Service did not accept the flow: Lender is suspended" in unescape(page.text)
+    refusal = (
+        '<div class="alert alert-danger" role="alert">The Flow Service did not accept the flow: Lender is suspended'
+    )
+    assert refusal in page.text, "an error, read out"
 
 
 def test_a_conflict_on_create_is_a_409_and_frees_the_form(upstream_app):

@@ -80,6 +80,8 @@ def test_self_signed_jwt_end_to_end(jwt_client):
     for _ in range(3):
         assert client.list_flows().items[0].id == created.flow_id
     assert sandbox.stats()["token_requests"] == 0, "a self-signed JWT needs no token endpoint"
+    # What `flask check` reports: the JWT's own lifetime; the scopes are the sandbox's to grant, not the JWT's.
+    assert client.provider.describe() == {"lifetime": 60, "scopes": "(registered with the key by the operator)"}
 
 
 def test_paging_with_cursors(make_sandbox):
@@ -243,10 +245,14 @@ def test_latency_within_the_timeout_is_fine(sandbox, flow_client):
     assert flow_client.list_flows().items == []
 
 
-def test_unreachable_service_is_upstream_unavailable(sandbox):
+def test_unreachable_service_is_upstream_unavailable(sandbox, caplog):
+    caplog.set_level(logging.DEBUG, logger="portal.flowapi")
     client = make_client("http://127.0.0.1:9", FLOW_TOKEN_URL=sandbox.token_url, FLOW_RETRY_BUDGET="0.5")
-    with pytest.raises(UpstreamUnavailable):
+    with pytest.raises(UpstreamUnavailable) as raised:
         client.list_flows()
+    attempts = [record.getMessage() for record in caplog.records if record.msg.startswith("flowapi: %s %s ->")]
+    assert attempts and attempts[-1].startswith("flowapi: GET /api/flows -> unreachable in "), "no status: the code"
+    assert attempts[-1].endswith(f" ms (request {raised.value.request_id})")
     with pytest.raises(UpstreamUnavailable):
         make_client("http://127.0.0.1:9").list_flows()
 

@@ -115,8 +115,9 @@ def test_a_flow_without_any_id_is_a_protocol_error_in_words():
     assert str(raised.value) == "The flow has no flowId"
 
 
-def test_a_created_flow_is_found_by_the_id_of_its_flow_object():
-    assert CreatedFlow.from_reply({"flow": {"id": "abc-1", "referenceId": "LA-2"}}).flow_id == "abc-1"
+def test_a_created_flow_is_found_by_the_id_and_reference_of_its_flow_object():
+    created = CreatedFlow.from_reply({"flow": {"id": "abc-1", "referenceId": "LA-2"}})
+    assert (created.flow_id, created.reference_id) == ("abc-1", "LA-2")
 
 
 @pytest.mark.parametrize("key", ["details", "invalid-params", "invalid_params", "errors", "violations"])

@@ -515,6 +515,8 @@ def test_a_flood_from_many_addresses_of_one_network_is_limited_as_one(hook_app):
     assert "signature" in summary and "missing_header" in summary and ">480<" in summary
     found = admin.get("/admin/rejected?source=192.0.2.10")
     assert found.status_code == 200 and "no secret matches the signature" in found.text
+    assert "<td>192.0.2.10</td>" in found.text, "the sample from that address is shown"
+    assert "192.0.2.0/24" in found.text and "203.0.113." not in found.text, "that network's counts and samples only"
     assert admin.get("/admin/rejected?kind=nonsense").status_code == 400
 
 
@@ -579,6 +581,20 @@ def test_an_hmac_event_older_than_the_retention_window_is_refused(make_app):
         assert db.session.query(WebhookEvent).count() == 0
         tally = db.session.query(RejectionTally).one()
         assert (tally.kind, tally.last_reason) == ("stale_event", "event time is before the retention window")
+
+
+def test_an_hmac_event_still_stored_after_the_retention_window_shrank_is_a_duplicate(make_app, sqlite_url):
+    longer = make_app(
+        FLOW_WEBHOOK_SCHEME="hmac-sha256", FLOW_WEBHOOK_SECRETS=HMAC_SECRET, PORTAL_EVENT_RETENTION_DAYS="365"
+    )
+    old = (datetime.now(timezone.utc) - timedelta(days=100)).isoformat()
+    payload = {"id": "evt-kept", "type": "flow.status_changed", "timestamp": old}
+    assert hmac_delivery(longer.test_client(), payload).get_json()["status"] == "stored"
+    shorter = make_app(database=sqlite_url, FLOW_WEBHOOK_SCHEME="hmac-sha256", FLOW_WEBHOOK_SECRETS=HMAC_SECRET)
+    replay = hmac_delivery(shorter.test_client(), payload)  # 90 days now: older than the window, not yet pruned
+    assert replay.status_code == 200 and replay.get_json() == {"status": "duplicate", "id": "evt-kept"}
+    with shorter.app_context():
+        assert db.session.query(WebhookEvent).count() == 1 and db.session.query(RejectionTally).count() == 0
 
 
 # -- web hardening --------------------------------------------------------------------------------
@@ -806,11 +822,12 @@ def test_an_event_id_that_is_a_national_id_is_masked_on_pages(hook_app):
         assert page.status_code == 200 and "15108695088" not in page.text and "151086•••••" in page.text
 
 
-def test_refused_bodies_are_kept_with_ids_masked_even_where_they_are_cut(hook_app):
-    client = hook_app.test_client()
+def test_refused_bodies_are_kept_with_ids_masked_even_where_they_are_cut(make_app):
+    app = make_app(FLOW_WEBHOOK_SECRETS=SECRET)  # the default size limit: a body past the kept 4096 bytes is read
+    client = app.test_client()
     client.post("/webhooks/flow", data=b'{"ssn": "8112789873", "note": "151086\\u00a095088"}')
-    client.post("/webhooks/flow", data=b"x" * 4086 + b"15108695088 and more")
-    with hook_app.app_context():
+    assert client.post("/webhooks/flow", data=b"x" * 4086 + b"15108695088 and more").status_code == 401
+    with app.app_context():
         kept = [row.body_head for row in db.session.query(RejectedDelivery).order_by(RejectedDelivery.id)]
     assert "8112789873" not in kept[0] and "95088" not in kept[0]
-    assert not kept[1].rstrip("x").strip(), "the digits at the cut are dropped"
+    assert kept[1] == "x" * 4086, "cut at 4096 bytes, and the digits at the cut are dropped"

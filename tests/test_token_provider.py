@@ -274,26 +274,35 @@ def test_an_expires_in_that_is_no_value_is_named_by_its_kind(idp, make_provider,
 # -- answers that are not a token ----------------------------------------------------------------
 
 
+CREDENTIALS_REFUSED = "The identity provider refused the client id or secret (FLOW_CLIENT_ID / FLOW_CLIENT_SECRET)"
+
+
 @pytest.mark.parametrize(
-    ("status", "error", "kind"),
+    ("status", "error", "kind", "message"),
     [
-        (401, "invalid_client", Unauthorized),
-        (400, "invalid_client", Unauthorized),
-        (401, "unauthorized_client", Unauthorized),
-        (400, "invalid_scope", InsufficientScope),
-        (400, "invalid_request", TokenRequestRefused),
-        (400, "unsupported_grant_type", TokenRequestRefused),
-        (400, "invalid_grant", TokenRequestRefused),
-        (400, "invalid_target", TokenRequestRefused),
+        (401, "invalid_client", Unauthorized, CREDENTIALS_REFUSED),
+        (400, "invalid_client", Unauthorized, CREDENTIALS_REFUSED),
+        (401, "unauthorized_client", Unauthorized, CREDENTIALS_REFUSED),
+        (400, "invalid_scope", InsufficientScope, "The identity provider refused the requested scopes (FLOW_SCOPES)"),
+        (400, "invalid_request", TokenRequestRefused, "The identity provider refused the token request as malformed"),
+        (
+            400,
+            "unsupported_grant_type",
+            TokenRequestRefused,
+            "The identity provider does not allow the client credentials grant for this client",
+        ),
+        (400, "invalid_grant", TokenRequestRefused, "The identity provider refused the grant"),
+        (400, "invalid_target", TokenRequestRefused, "The identity provider refused the token request"),
     ],
 )
-def test_oauth_errors_are_typed_and_keep_the_description(idp, make_provider, status, error, kind):
+def test_oauth_errors_are_typed_and_keep_the_description(idp, make_provider, status, error, kind, message):
     idp.answers = [oauth_error(status, error, "Missing form parameter: grant_type")]
     with pytest.raises(kind) as raised:
         make_provider().token()
     assert type(raised.value) is kind
     assert raised.value.code == error and raised.value.status == status
-    assert "Missing form parameter: grant_type" in str(raised.value)
+    code = f" ({error})" if kind is TokenRequestRefused else ""  # which refusal: the code says, the words cannot
+    assert str(raised.value) == f"{message}{code}: Missing form parameter: grant_type"
     assert raised.value.reason == "Missing form parameter: grant_type"
     assert idp.requests == 1, "a refusal is not retried"
 

@@ -173,8 +173,9 @@ def test_rejections_store_nothing_and_are_recorded(hook_app, hook_client, tamper
         body = b'{"id": "\xff\xfe"}'
     answer = hook_client.post(PATH, data=body, headers=headers)
     assert answer.status_code == status
-    if status == 401:
-        assert answer.json == {"error": "invalid signature"}
+    public = {401: "invalid signature", 413: "payload too large", 415: "content type must be application/json"}
+    public |= {400: {"malformed": "malformed JSON", "not_object": "the event must be a JSON object"}.get(kind, "")}
+    assert answer.json == {"error": public[status]}, "the sender's words: never the reason kept for admins"
     assert stored(hook_app) == []
     [record] = rejected(hook_app)
     assert reason in record.reason
@@ -209,6 +210,54 @@ def test_rejections_are_kept_bounded(make_app, database_url):
         client.post(PATH, data=f'{{"n": {index}}}', headers={"content-type": "application/json"})
     rows = rejected(app)
     assert len(rows) == 10 and '"n": 14' in rows[-1].body_head
+
+
+def test_past_the_limit_the_address_with_the_most_samples_gives_up_its_oldest(make_app, database_url):
+    app = make_app(database=database_url, FLOW_WEBHOOK_SECRETS=SECRET, PORTAL_REJECTED_KEEP="10")
+    # The busiest address neither sends first nor sorts first: it is chosen by its count.
+    senders = (("203.0.1.1", 1), ("203.0.9.1", 6), ("203.0.5.1", 3), ("203.0.7.1", 1))
+    for address, count in senders:
+        sender = app.test_client()
+        sender.environ_base["REMOTE_ADDR"] = address
+        for number in range(count):
+            sender.post(PATH, data=f'{{"n": {number}}}', headers={"content-type": "application/json"})
+    kept = [(row.source_ip, json.loads(row.body_head)["n"]) for row in rejected(app)]
+    assert kept == [("203.0.1.1", 0)] + [("203.0.9.1", n) for n in range(1, 6)] + [
+        ("203.0.5.1", n) for n in range(3)
+    ] + [("203.0.7.1", 0)]
+
+
+def test_a_refusal_from_an_address_longer_than_its_column_is_kept_cut_to_it(make_app, database_url):
+    app = make_app(database=database_url, FLOW_WEBHOOK_SECRETS=SECRET)
+    address = "proxy-forwarded-" + "x" * 80  # not an IP: a proxy's own token for the client, kept as it is
+    sender = app.test_client()
+    sender.environ_base["REMOTE_ADDR"] = address
+    assert sender.post(PATH, data=b"junk").status_code == 401
+    [record] = rejected(app)
+    with app.app_context():
+        [tally] = db.session.query(RejectionTally).all()
+    assert record.source_ip == record.network == tally.source_ip == address[:64]
+
+
+def test_a_reason_quoting_a_long_header_is_kept_cut_to_its_column(hook_app, hook_client):
+    body = json.dumps(event()).encode()
+    content_type = "text/" + "x" * 300
+    assert hook_client.post(PATH, data=body, headers=signed(body) | {"content-type": content_type}).status_code == 415
+    [record] = rejected(hook_app)
+    with hook_app.app_context():
+        [tally] = db.session.query(RejectionTally).all()
+    assert record.reason == tally.last_reason == f"content type {content_type!r}"[:255]
+
+
+def test_a_reason_that_cleans_to_nothing_is_kept_as_unknown(hook_app):
+    from portal.webhooks.store import record_rejection, tally_rejection
+
+    with hook_app.app_context():
+        tally_rejection("signature", "192.0.2.0/24", "\x00\x1f")
+        record_rejection("\x00\x1f", "192.0.2.1", "192.0.2.0/24", {}, b"", keep=10)
+        tally = db.session.query(RejectionTally).one()
+    [record] = rejected(hook_app)
+    assert (record.reason, tally.last_reason) == ("unknown", "unknown")
 
 
 def test_no_secret_configured_rejects_everything(make_app, database_url):
@@ -660,6 +709,9 @@ def test_json_nested_5000_deep_is_a_clear_400(make_app, database_url):
     assert deliver(app.test_client(), body=brackets_in_strings).status_code == 200
     just_deep_enough = json.dumps(event(nested=json.loads("[" * 63 + "]" * 63))).encode()
     assert deliver(app.test_client(), body=just_deep_enough).status_code == 200
+    # One level more, after the closed `data` object: the depth counted back down by one a bracket, not more.
+    one_too_deep = json.dumps(event(nested=json.loads("[" * 64 + "]" * 64))).encode()
+    assert deliver(app.test_client(), body=one_too_deep).json == {"error": "JSON nested too deep"}
 
 
 @pytest.mark.parametrize(
