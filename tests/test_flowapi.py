@@ -173,6 +173,13 @@ def test_api_errors_are_typed(sandbox, flow_client):
         narrow.create_flow("15108695088", "Nordmann", "https://lender.example/done")
 
 
+@pytest.mark.parametrize("flow_id", ["../flows", "x/../../flows"])
+def test_a_flow_id_stays_one_segment_of_the_path(sandbox, flow_client, flow_id):
+    flow_client.create_flow("15108695088", "Nordmann", "https://lender.example/done")
+    with pytest.raises(NotFound):  # not the flow list at /api/flows, read as a flow
+        flow_client.get_flow(flow_id)
+
+
 def test_get_is_retried_through_transient_5xx(sandbox, flow_client):
     flow_client.list_flows()
     sandbox.fault(mode="error", status=503, count=2)
@@ -196,6 +203,13 @@ def test_429_honours_retry_after(sandbox, clocked_client, clock):
     assert clock.slept == [1.0]
 
 
+def test_a_wait_that_ends_just_at_the_budget_is_still_waited(sandbox, clocked_client, clock):
+    clocked_client.list_flows()
+    sandbox.fault(mode="rate_limit", retry_after=3, count=1)  # FLOW_RETRY_BUDGET is 3 s
+    clocked_client.list_flows()
+    assert clock.slept == [3.0]
+
+
 def test_429_beyond_the_budget_surfaces_as_rate_limited(sandbox, clocked_client, clock):
     clocked_client.list_flows()
     sandbox.fault(mode="rate_limit", retry_after=60)
@@ -209,8 +223,9 @@ def test_timeout_is_upstream_timeout_within_the_read_timeout(sandbox, flow_clien
     """The service holds the answer 5 s; the read timeout (1 s) ends the wait: an error rather than late data."""
     flow_client.list_flows()
     sandbox.fault(mode="timeout", seconds=5, count=1)
-    with pytest.raises(UpstreamTimeout):
+    with pytest.raises(UpstreamTimeout) as raised:
         flow_client.list_flows()
+    assert (raised.value.code, str(raised.value)) == ("read_timeout", "The Flow Service did not answer in time")
 
 
 def test_a_post_is_not_repeated_after_a_timeout(sandbox, flow_client):

@@ -103,6 +103,22 @@ def test_a_bare_flow_object_is_read_as_the_flow():
     assert FlowDetail.from_json({"flowId": "f-2", "referenceId": 7}).reference_id == "7"
 
 
+def test_one_incident_record_without_an_id_is_incident_1():
+    detail = FlowDetail.from_json({"flowId": "f-4", "incidents": {"message": "webhook failed", "taskType": "x"}})
+    assert [(incident.id, incident.message) for incident in detail.incidents] == [("1", "webhook failed")]
+
+
+@pytest.mark.parametrize("link", ["/api/flows/f-5", {"href": "/api/flows/f-5"}])
+def test_the_self_link_is_read_as_text_or_as_an_href(link):
+    assert FlowDetail.from_json({"_links": {"self": link}, "flow": {"flowId": "f-5"}}).self_link == "/api/flows/f-5"
+
+
+def test_a_flow_list_without_its_array_is_a_protocol_error_in_words():
+    with pytest.raises(UpstreamProtocolError) as raised:
+        FlowPage.from_json({"flows": "none", "has_more": False})
+    assert str(raised.value) == "The flow list has no data array"
+
+
 def test_an_empty_time_is_absent_not_an_unreadable_one():
     detail = FlowDetail.from_json({"flowId": "f-3", "createdAt": "", "updatedAt": "soon"})
     assert (detail.created_at, detail.created_unread) == (None, None)

@@ -3,6 +3,7 @@
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import signal
 import socket
@@ -18,11 +19,13 @@ import psycopg
 import requests
 from sqlalchemy import create_engine, func, select
 from sqlalchemy.engine import make_url
-from support import DEMO_WEBHOOK_SECRET, portal_config
+from sqlalchemy.exc import IntegrityError
+from support import DEMO_WEBHOOK_SECRET, portal_config, wait_until
 
 from portal.database import writer_lock
 from portal.extensions import db
-from portal.models import WebhookEvent
+from portal.models import WebhookEvent, utc_now
+from portal.webhooks.group_commit import MOST_IN_A_BATCH, GroupCommitter
 from portal.webhooks.signing import standard_headers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,6 +124,61 @@ def test_a_batch_waits_for_its_commit_and_is_answered_after_it(make_app, postgre
     assert [answer.status_code for answer in answers["first"] + answers["rest"]] == [200] * 13
     assert stored_ids(app) == {first, *rest}
     assert committer.largest_batch == len(rest), "the deliveries that queued went in one transaction"
+
+
+def test_a_batch_holds_at_most_its_limit_of_deliveries(make_app, serve):
+    app = make_app()
+    url = serve(app)
+    with app.app_context():
+        engine = db.engine
+    event_ids = [str(uuid.uuid4()) for _ in range(150)]
+    answers: list = []
+    with writer_lock(engine):  # another writer has the file: the first batch waits for it and the rest queue
+        sending = threading.Thread(target=lambda: answers.extend(deliver_all(url, event_ids)))
+        sending.start()
+        committer = wait_until(lambda: app.extensions.get("webhook_committer"), "the first delivery to arrive")
+        wait_until(lambda: committer.queued() > MOST_IN_A_BATCH, "more deliveries to queue than one batch holds")
+    sending.join()
+    assert [answer.status_code for answer in answers] == [200] * 150
+    assert stored_ids(app) == set(event_ids)
+    assert committer.largest_batch == MOST_IN_A_BATCH
+
+
+def event_row(event_id: str, body: str | None) -> dict:
+    """A row as the receiver hands it to the committer (`body` None: a row the database refuses)."""
+    return {"event_id": event_id, "body": body, "headers": "{}", "scheme": "standard-webhooks", "secret_index": 0}
+
+
+def test_one_refused_row_in_a_batch_does_not_fail_the_others(make_app, caplog):
+    app = make_app()
+    with app.app_context():
+        engine = db.engine
+    committer = GroupCommitter(engine)
+    outcomes: dict = {}
+
+    def store(event_id: str, body: str | None) -> None:
+        try:
+            outcomes[event_id] = committer.store(event_row(event_id, body) | {"received_at": utc_now()}, frozenset())
+        except IntegrityError as error:
+            outcomes[event_id] = error
+
+    logging.getLogger("portal").addHandler(caplog.handler)  # the migrations' fileConfig replaced root's
+    with writer_lock(engine):  # the first batch waits for the file; the next two queue and go in one batch
+        first = threading.Thread(target=store, args=("first", "{}"))
+        first.start()
+        wait_until(lambda: committer.largest_batch == 1, "the first batch to be taken")
+        others = [threading.Thread(target=store, args=args) for args in (("refused", None), ("good", "{}"))]
+        for thread in others:
+            thread.start()
+        wait_until(lambda: committer.queued() == 2, "the next two to queue")
+    for thread in [first, *others]:
+        thread.join()
+    logging.getLogger("portal").removeHandler(caplog.handler)
+    assert outcomes["first"] is True and outcomes["good"] is True and isinstance(outcomes["refused"], IntegrityError)
+    assert stored_ids(app) == {"first", "good"}
+    warning = f"webhook group commit of 2 failed ({IntegrityError!r}); committing each alone"
+    warnings = {id(record): record.getMessage() for record in caplog.records if record.levelno == logging.WARNING}
+    assert list(warnings.values()) == [warning]
 
 
 def free_port() -> int:

@@ -163,8 +163,9 @@ def test_a_503_through_the_client_is_retried_within_the_api_retry_budget(idp):
     assert idp.requests == 2
 
 
-def test_429_is_retried_after_the_delay_it_asks_for(idp, make_provider, clock):
-    idp.answers = [oauth_error(429, "slow_down", headers={"Retry-After": "1"}), ok()]
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_refusal_is_retried_after_the_delay_it_asks_for(idp, make_provider, clock, status):
+    idp.answers = [oauth_error(status, "slow_down", headers={"Retry-After": "1"}), ok()]
     assert make_provider().token() == "token-2"
     assert clock.slept == [1.0] and idp.requests == 2
 
@@ -263,7 +264,10 @@ def test_an_unreadable_expires_in_is_diagnosed_as_such(idp, make_provider, expir
     assert "not a JSON object" not in str(raised.value)
 
 
-@pytest.mark.parametrize(("expires_in", "shown"), [({"seconds": 300}, "(an object)"), ([300], "(a list)")])
+@pytest.mark.parametrize(
+    ("expires_in", "shown"),
+    [({"seconds": 300}, "(an object)"), ([300], "(a list)"), ("5" * 50, "'" + "5" * 39)],  # a value: its first 40
+)
 def test_an_expires_in_that_is_no_value_is_named_by_its_kind(idp, make_provider, expires_in, shown):
     idp.answers = [ok(expires_in=expires_in)]
     with pytest.raises(UpstreamProtocolError) as raised:
