@@ -191,6 +191,14 @@ def test_a_national_id_in_plain_text_or_withheld_internals_is_masked(client, ups
     assert NATIONAL_ID not in caplog.text
 
 
+def test_a_list_answered_with_an_empty_body_is_a_protocol_error(client, upstream):
+    upstream.answers(200, "")
+    with pytest.raises(UpstreamProtocolError) as raised:
+        client.list_flows()
+    assert (raised.value.status, raised.value.code) == (200, "malformed_json")
+    assert str(raised.value) == "The Flow Service sent a body that is not JSON"
+
+
 def test_a_problem_written_in_xml_is_read_as_the_services_words(client, upstream):
     problem = '<problem xmlns="urn:ietf:rfc:7807"><title>Lender is suspended</title></problem>'
     upstream.answers(422, problem, "application/problem+xml")

@@ -226,6 +226,7 @@ def test_timeout_is_upstream_timeout_within_the_read_timeout(sandbox, flow_clien
     with pytest.raises(UpstreamTimeout) as raised:
         flow_client.list_flows()
     assert (raised.value.code, str(raised.value)) == ("read_timeout", "The Flow Service did not answer in time")
+    assert raised.value.request_id, "the support code names the request, as for any answer"
 
 
 def test_a_post_is_not_repeated_after_a_timeout(sandbox, flow_client):
@@ -253,6 +254,14 @@ def test_malformed_json_is_a_protocol_error(sandbox, flow_client):
     sandbox.fault(mode="malformed", count=1)
     with pytest.raises(UpstreamProtocolError):
         flow_client.list_flows()
+
+
+def test_a_service_that_speaks_no_tls_on_an_https_address_is_a_tls_failure(sandbox):
+    client = make_client(sandbox.url.replace("http://", "https://"), FLOW_TOKEN_URL=sandbox.token_url)
+    with pytest.raises(UpstreamUnavailable) as raised:
+        client.list_flows()
+    assert (raised.value.code, str(raised.value)) == ("tls", "The Flow Service's TLS certificate cannot be verified")
+    assert raised.value.request_id and raised.value.support_code == f"tls · {raised.value.request_id}"
 
 
 def test_latency_within_the_timeout_is_fine(sandbox, flow_client):
