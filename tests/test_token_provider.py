@@ -5,6 +5,7 @@ import time
 
 import pytest
 from flask import Flask, jsonify
+from prometheus_client import REGISTRY
 from support import Clock, migrated, portal_config, run_in_threads
 
 from portal import create_app
@@ -204,6 +205,29 @@ def test_an_unreachable_identity_provider_is_retried_then_typed(make_provider, c
     with pytest.raises(UpstreamUnavailable) as raised:
         make_provider(token_url="http://127.0.0.1:9/token").token()
     assert raised.value.code == "token_unreachable" and len(clock.slept) == 2
+    assert str(raised.value) == "Cannot connect to the identity provider (ConnectionError)"
+
+
+def test_an_identity_provider_without_tls_at_an_https_address_is_a_tls_failure_not_retried(idp, make_provider, clock):
+    with pytest.raises(UpstreamUnavailable) as raised:
+        make_provider(token_url=idp.url.replace("http://", "https://")).token()
+    assert (raised.value.code, str(raised.value)) == (
+        "tls",
+        "The identity provider's TLS certificate cannot be verified",
+    )
+    assert clock.slept == [] and idp.requests == 0
+
+
+def test_each_token_request_is_counted_by_its_outcome(idp, make_provider):
+    def fetches(outcome: str) -> float:
+        return REGISTRY.get_sample_value("portal_token_fetches_total", {"outcome": outcome}) or 0.0
+
+    before = fetches("ok"), fetches("http_4xx")
+    idp.answers = [oauth_error(401, "invalid_client"), ok()]
+    with pytest.raises(Unauthorized):
+        make_provider().token()
+    assert make_provider().token() == "token-2"
+    assert (fetches("ok"), fetches("http_4xx")) == (before[0] + 1, before[1] + 1)
 
 
 # -- lifetimes -----------------------------------------------------------------------------------
@@ -341,6 +365,11 @@ def test_an_unsafe_error_code_is_not_echoed(idp, make_provider):
 @pytest.mark.parametrize(
     ("answer", "code", "words"),
     [
+        (  # authlib converts expires_at with int() itself, after the portal's checks
+            (200, {"access_token": "t", "expires_in": 300, "expires_at": [1]}, {}),
+            "token_malformed",
+            "The identity provider's token answer cannot be read",
+        ),
         ((200, "<html>Welcome</html>", {}), "token_malformed", "not a JSON object"),
         ((200, {"token_type": "Bearer", "expires_in": 300}, {}), "token_malformed", "access_token"),
         ((200, {"access_token": "two words", "expires_in": 300}, {}), "token_malformed", "access_token"),
