@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -179,6 +180,38 @@ def test_one_refused_row_in_a_batch_does_not_fail_the_others(make_app, caplog):
     warning = f"webhook group commit of 2 failed ({IntegrityError!r}); committing each alone"
     warnings = {id(record): record.getMessage() for record in caplog.records if record.levelno == logging.WARNING}
     assert list(warnings.values()) == [warning]
+
+
+def test_a_process_forked_after_deliveries_starts_a_committer_of_its_own(make_app):
+    """A thread does not survive a fork (a server preloading the app): the child's first delivery starts one."""
+    app = make_app()
+    body, headers = delivery("before-the-fork")
+    assert app.test_client().post("/webhooks/flow", data=body, headers=headers).json["status"] == "stored"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: forking a process that has threads
+        child = os.fork()
+    if child == 0:  # the child: answer by its exit status only, never through pytest
+        try:
+            with app.app_context():
+                db.engine.dispose(close=False)  # the parent's connections stay the parent's
+            body, headers = delivery("after-the-fork")
+            answer = app.test_client().post("/webhooks/flow", data=body, headers=headers)
+            os._exit(0 if answer.status_code == 200 and answer.json["status"] == "stored" else 1)
+        finally:
+            os._exit(2)
+
+    def ended():
+        pid, status = os.waitpid(child, os.WNOHANG)
+        return pid == child and (status,)  # a tuple: true for an exit status of 0 too
+
+    try:
+        [status] = wait_until(ended, "the forked process's delivery (it waits a minute for a committer)", 15)
+    except AssertionError:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        raise
+    assert os.waitstatus_to_exitcode(status) == 0, "the child's delivery was not stored"
+    assert stored_ids(app) == {"before-the-fork", "after-the-fork"}
 
 
 def free_port() -> int:
