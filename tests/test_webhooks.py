@@ -842,8 +842,9 @@ def test_a_stored_delivery_writes_its_access_line_at_debug_and_a_refused_one_at_
     finally:
         access.removeHandler(caplog.handler)
     records = {id(record): record for record in caplog.records}.values()  # once, also when root has the handler
-    lines = [(record.levelname, record.status) for record in records if record.name == "portal.access"]
-    assert lines == [("DEBUG", 200), ("INFO", 401)], "the event row is a stored delivery's record"
+    lines = [(record.levelname, record.getMessage()) for record in records if record.name == "portal.access"]
+    expected = [("DEBUG", f"POST '{PATH}' 200"), ("INFO", f"POST '{PATH}' 401")]
+    assert lines == expected, "the event row is a stored delivery's record"
 
 
 def test_a_refused_delivery_the_lane_read_is_still_refused_and_kept_by_the_view(hook_app, hook_client):
