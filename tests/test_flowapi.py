@@ -2,6 +2,7 @@
 
 import logging
 import time
+from dataclasses import replace
 
 import pytest
 import requests
@@ -21,6 +22,7 @@ from portal.flowapi import (
     build_client,
 )
 from portal.flowapi.client import Clock as ClientClock
+from portal.flowapi.client import build_provider
 from portal.flowapi.records import FlowDetail, FlowPage, FlowSummary
 from portal.settings import load_settings
 
@@ -389,3 +391,30 @@ def test_the_environment_is_read_once_for_the_service_address(monkeypatch, tmp_p
     monkeypatch.setenv("NO_PROXY", "flows.example")
     direct = environment_resolved_once(requests.Session(), "https://flows.example")
     assert "https" not in direct.proxies, "NO_PROXY names the service: no proxy for it"
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE")
+    monkeypatch.setenv("CURL_CA_BUNDLE", str(tmp_path / "curl-ca.pem"))
+    curl = environment_resolved_once(requests.Session(), "https://flows.example")
+    assert curl.verify == str(tmp_path / "curl-ca.pem"), (
+        "requests reads CURL_CA_BUNDLE when REQUESTS_CA_BUNDLE is unset"
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "setting"),
+    [
+        ("jwt_private_key", "FLOW_JWT_PRIVATE_KEY"),
+        ("jwt_kid", "FLOW_JWT_KID"),
+        ("jwt_issuer", "FLOW_JWT_ISSUER"),
+        ("jwt_audience", "FLOW_JWT_AUDIENCE"),
+        ("token_url", "FLOW_TOKEN_URL"),
+        ("client_id", "FLOW_CLIENT_ID"),
+        ("client_secret", "FLOW_CLIENT_SECRET"),
+    ],
+)
+def test_settings_without_what_the_auth_mode_needs_are_refused_by_name(client_key, field, setting):
+    """load_settings refuses them first; settings built another way are refused here, naming the setting."""
+    mode = jwt_settings(client_key) if field.startswith("jwt_") else {}
+    settings = load_settings(portal_config("http://127.0.0.1:9", "sqlite://", **mode), testing=True)
+    with pytest.raises(ValueError) as raised:
+        build_provider(replace(settings, **{field: None}))
+    assert str(raised.value) == f"{setting} is required with this FLOW_AUTH_MODE"
