@@ -23,6 +23,7 @@ from . import (
     staff_sessions,
     template_cache,
     throttle,
+    widgets,
 )
 from .extensions import csrf, db, migrate
 from .flowapi import build_client
@@ -61,6 +62,7 @@ def create_app(config: Mapping | None = None) -> Flask:
     security.init_app(app, https=settings.public_url.startswith("https://"))
     cli.init_app(app)
     presentation.init_app(app)
+    widgets.init_app(app)
     template_cache.init_app(app)
     return app
 

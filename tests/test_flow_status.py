@@ -12,6 +12,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from babel.dates import format_timedelta
 from support import signed_in_as, wait_until
 from test_webhooks import deliver
 
@@ -165,6 +166,27 @@ def test_a_newer_version_wins_over_a_later_time():
 def test_how_long_ago_in_words(app, seconds, shown):
     with app.test_request_context():
         assert time_ago(T0 - timedelta(seconds=seconds), T0) == shown
+
+
+# Around every unit's switch (51 s, 51 min, 20.4 h, ...) and its rounding; 5 s and closer is "just now".
+AGO_SECONDS = sorted(
+    {
+        round(unit * factor)
+        for unit in (1, 60, 3600, 86400, 604800, 2592000, 31536000)
+        for factor in (0.84, 0.849, 0.85, 0.851, 1, 1.49, 1.5, 1.51, 2.5, 20.39, 20.4, 50.49, 50.5, 50.6, 51, 99)
+    }
+    - set(range(6))
+)
+
+
+@pytest.mark.parametrize("language", ["en", "nb", "sv", "fi"])
+def test_kept_wordings_of_how_long_ago_are_babels_own(app, language):
+    """time_ago keeps each wording it makes; what it keeps is what babel says for every time in between."""
+    with app.test_request_context(headers={"Accept-Language": language}):
+        for seconds in AGO_SECONDS * 2:  # the second pass reads what the first kept
+            moment = T0 - timedelta(seconds=seconds)
+            expected = format_timedelta(moment - T0, add_direction=True, format="short", locale=language)
+            assert time_ago(moment, T0) == expected, seconds
 
 
 # -- timelines and unlinked events ---------------------------------------------------------------
