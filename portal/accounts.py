@@ -6,13 +6,15 @@ logged, and names its `actor`: the signed-in admin's username, or `cli:<user>` f
 
 import logging
 import re
+from dataclasses import dataclass
 
 from flask_babel import gettext as _
-from sqlalchemy import and_, func, or_, select
+from flask_login import UserMixin
+from sqlalchemy import and_, bindparam, func, or_, select
 
 from .audit import record_audit
 from .extensions import db
-from .models import ROLES, User, utc_now
+from .models import ROLES, User, role_at_least, utc_now
 from .throttle import unlock_account
 
 USERNAME = re.compile(r"[A-Za-z0-9._@-]{1,80}")
@@ -32,6 +34,38 @@ def find_account(username: str) -> User | None:
 
 def account_by_id(user_id: int) -> User | None:
     return db.session.get(User, user_id)
+
+
+@dataclass(frozen=True, eq=False)
+class StaffMember(UserMixin):
+    """The signed-in person as every request sees them: read with one plain query, not loaded as an ORM entity
+    (a third of the cost of finding who is signed in). A change to the account goes through `account_by_id`."""
+
+    id: int
+    username: str
+    role: str
+    disabled: bool
+    session_version: int
+    language: str | None
+
+    @property
+    def is_active(self) -> bool:
+        return not self.disabled
+
+    def can(self, role: str) -> bool:
+        """True if this person's role is `role` or above it."""
+        return role_at_least(self.role, role)
+
+
+_MEMBER = select(User.id, User.username, User.role, User.disabled, User.session_version, User.language).where(
+    User.id == bindparam("user_id")
+)
+
+
+def staff_member(user_id: int) -> StaffMember | None:
+    """The account `user_id` as a signed-in request needs it, or None when there is none."""
+    row = db.session.connection().execute(_MEMBER, {"user_id": user_id}).first()
+    return StaffMember(*row) if row else None
 
 
 def all_accounts() -> list[User]:
@@ -113,9 +147,10 @@ def unlock_sign_in(user: User, *, actor: str) -> None:
     _save(actor, "account.unlock", user.username)
 
 
-def remember_language(user: User, language: str) -> None:
+def remember_language(user_id: int, language: str) -> None:
     """Keep the person's choice of language in their account, for every browser they sign in from."""
-    if user.language != language:
+    user = account_by_id(user_id)
+    if user is not None and user.language != language:
         user.language = language
         db.session.commit()
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from flask import Flask, g, request
 from flask.logging import default_handler
-from sqlalchemy import inspect
 
 from . import metrics, requestid
 from .masking import mask_text
@@ -179,6 +178,5 @@ def _end_request(_error) -> None:
 
 def _user_id() -> str | None:
     """The signed-in user's id, read from what Flask-Login loaded: never a database query just for the log."""
-    user = g.get("_login_user")
-    state = inspect(user, raiseerr=False) if user is not None else None
-    return str(state.identity[0]) if state is not None and state.identity else None
+    user_id = getattr(g.get("_login_user"), "id", None)
+    return str(user_id) if user_id is not None else None

@@ -22,6 +22,11 @@ ROLES = ("viewer", "operator", "admin")
 ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
 
 
+def role_at_least(held: str, wanted: str) -> bool:
+    """Whether a person holding the role `held` may do what `wanted` may: the same role or one above it."""
+    return ROLE_RANK.get(held, -1) >= ROLE_RANK[wanted]
+
+
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -76,7 +81,7 @@ class User(UserMixin, Model):
 
     def can(self, role: str) -> bool:
         """True if this user's role is `role` or above it."""
-        return ROLE_RANK.get(self.role, -1) >= ROLE_RANK[role]
+        return role_at_least(self.role, role)
 
 
 class AuditEntry(Model):

@@ -14,6 +14,7 @@ from flask_babel import lazy_gettext as _l
 from flask_login import current_user, login_user
 
 from . import current
+from .accounts import StaffMember, account_by_id, staff_member
 from .database import DatabaseUnavailable, database_unavailable, is_unavailable, mark_unavailable
 from .extensions import db, login_manager
 from .models import User
@@ -83,15 +84,17 @@ def begin_session(user: User) -> None:
     session.update(sv=user.session_version, since=now, seen=now)
 
 
-def end_session(user: User) -> None:
-    """End every session of `user` (this one included) and forget this browser's."""
-    user.end_sessions()
+def end_session(user_id: int) -> None:
+    """End every session of the account (this one included), commit, and forget this browser's."""
+    user = account_by_id(user_id)
+    if user is not None:
+        user.end_sessions()
     db.session.commit()
     for key in (*SESSION_KEYS, "language"):  # the next person at this browser starts from their own language
         session.pop(key, None)
 
 
-def _session_problem(user: User) -> str | None:
+def _session_problem(user: StaffMember) -> str | None:
     """Why this request's session no longer holds for `user`, or None while it does."""
     settings = current.settings()
     now, since, seen = _now(), session.get("since"), session.get("seen")
@@ -106,12 +109,12 @@ def _session_problem(user: User) -> str | None:
     return None
 
 
-def _load_user(user_id: str) -> User | None:
+def _load_user(user_id: str) -> StaffMember | None:
     # Never raises: an error page renders the base template, which asks for the user again.
     if not user_id.isdigit() or database_unavailable():
         return None
     try:
-        user = db.session.get(User, int(user_id))
+        user = staff_member(int(user_id))
     except Exception as error:
         if not is_unavailable(error):
             raise

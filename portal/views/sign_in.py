@@ -104,7 +104,7 @@ def logout():
     if ConfirmForm().validate_on_submit():
         if current_user.is_authenticated:
             record_audit(current_user.username, "sign_out", "every session", commit=False)
-            end_session(current_user)  # commits the audit row with the session version
+            end_session(current_user.id)  # commits the audit row with the session version
         logout_user()
         flash(_("You are signed out, in every browser."), "info")
     return redirect(url_for("auth.login"))
@@ -126,7 +126,7 @@ def set_language():
     if language in LANGUAGES:
         session["language"] = language
         if current_user.is_authenticated:
-            remember_language(current_user, language)
+            remember_language(current_user.id, language)
     return redirect(safe_next(request.form.get("next")))
 
 
