@@ -12,6 +12,7 @@ from authlib.integrations.flask_client import OAuth
 from flask import Flask, current_app, flash, g, redirect, request, session, url_for
 from flask_babel import lazy_gettext as _l
 from flask_login import current_user, login_user
+from flask_wtf.csrf import generate_csrf
 
 from . import current
 from .accounts import StaffMember, account_by_id, staff_member
@@ -82,6 +83,10 @@ def begin_session(user: User) -> None:
     login_user(user)
     now = _now()
     session.update(sv=user.session_version, since=now, seen=now)
+    # The new CSRF token goes out in the sign-in answer's cookie: made on the first page instead, it would
+    # change the session there, and every page until the browser kept the new cookie would re-sign it.
+    g.pop("csrf_token", None)
+    generate_csrf()
 
 
 def end_session(user_id: int) -> None:

@@ -302,6 +302,21 @@ def test_sign_in_rotates_the_session_and_the_csrf_token(make_app):
     del refused
 
 
+def test_pages_after_sign_in_leave_the_session_cookie_as_it_is(make_app):
+    """The sign-in answer's cookie holds what pages need (the new CSRF token too), so a page changes nothing in
+    the session and answers without a re-signed cookie (the idle clock rewrites it at most once a minute)."""
+    app = make_app()
+    make_account(app)
+    client = app.test_client()
+    token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', client.get("/login").text)[1]
+    signed_in = client.post("/login", data={"username": "kari", "password": PASSWORD, "csrf_token": token})
+    assert "flow_portal_session=" in signed_in.headers["Set-Cookie"]
+    for _ in range(2):
+        page = client.get("/flows")
+        assert page.status_code == 200 and 'name="csrf_token"' in page.text
+        assert "Set-Cookie" not in page.headers
+
+
 def test_a_password_change_ends_the_sessions_it_opened(make_app):
     app = make_app(WTF_CSRF_ENABLED=False)
     make_account(app)
