@@ -1,7 +1,9 @@
 """Languages of the portal's pages: English, Norwegian bokmål, Swedish and Finnish, chosen per person."""
 
+from collections.abc import Callable, Hashable
+
 from flask import Flask, g, has_request_context, request, session
-from flask_babel import get_translations
+from flask_babel import get_locale, get_translations
 from flask_login import current_user
 
 from .extensions import babel
@@ -56,6 +58,37 @@ def translated(text) -> str:
     if found is None:
         found = memo[id(text)] = str(text)
     return found
+
+
+class Words:
+    """One request's words, each looked up once: a list says the same few in every row (its statuses, their
+    sources, "Consent"), and a look-up through Flask-Babel costs a context look-up or two each time."""
+
+    def __init__(self) -> None:
+        self.language = str(get_locale() or "en")
+        self._said: dict[tuple, str] = {}
+
+    def __call__(self, word: Callable[..., str], *args: Hashable) -> str:
+        """`word(*args)`, a function of this request's language (a label, a source's name), made once a request."""
+        key = (word, *args)
+        text = self._said.get(key)
+        if text is None:
+            text = self._said[key] = word(*args)
+        return text
+
+    def gettext(self, message: str) -> str:
+        """The message in this request's language (`pybabel extract` finds it by this method's name)."""
+        return self(gettext, message)
+
+
+def request_words() -> Words:
+    """This request's Words (fresh ones outside a request: commands speak English)."""
+    if not has_request_context():
+        return Words()
+    words = g.get("_words")
+    if words is None:
+        words = g._words = Words()
+    return words
 
 
 def init_app(app: Flask) -> None:

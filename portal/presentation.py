@@ -3,17 +3,18 @@
 import json
 from datetime import date, datetime, timedelta, timezone
 from functools import cache, lru_cache
+from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 from babel import Locale
 from babel.dates import TIMEDELTA_UNITS, format_date, format_time, format_timedelta
-from flask import Flask, current_app
+from flask import Flask, current_app, g, url_for
 from flask_babel import format_number, get_locale
 from flask_babel import lazy_gettext as _l
 
 from . import current
+from .i18n import Words, request_words, translated
 from .i18n import gettext as _
-from .i18n import translated
 from .labels import access_kind_label, action_label, audit_action_label, purpose_label, role_label, status_label
 from .masking import mask_document, mask_national_id, mask_text
 
@@ -109,19 +110,37 @@ def seconds_needed(moments) -> bool:
 def utc_time(moment: datetime | None) -> str:
     if moment is None:
         return ""
+    return _utc_time(moment)
+
+
+@lru_cache(maxsize=4096)
+def _utc_time(moment: datetime) -> str:
     return _in_zone(moment, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+# What werkzeug's converters leave unquoted in a path segment (BaseConverter.to_url).
+PATH_SEGMENT_SAFE = "!$&'()*+,/:;=@"
+
+
+def flow_url(flow_id) -> str:
+    """A flow's page, as url_for("flows.detail", flow_id=...) builds it: the router asked once a request, not
+    once a row of a list."""
+    prefix = g.get("_flow_url_prefix")
+    if prefix is None:
+        prefix = g._flow_url_prefix = url_for("flows.detail", flow_id="-")[:-1]
+    return prefix + quote(str(flow_id), safe=PATH_SEGMENT_SAFE)
 
 
 def status_tone(status: str | None) -> str:
     return STATUS_TONES.get(status or "", "neutral")
 
 
-def time_ago(moment: datetime, now: datetime) -> str:
+def time_ago(moment: datetime, now: datetime, words: Words | None = None) -> str:
     """How long before `now` the moment was, in the page's language: "2 min. ago"."""
+    words = words or request_words()
     if moment > now - JUST_NOW:
-        return _("just now")
-    language = str(get_locale() or "en")
-    key = (*_rounded_delta((moment - now).total_seconds()), language)
+        return words.gettext("just now")
+    key = (*_rounded_delta((moment - now).total_seconds()), words.language)
     text = _AGO_TEXTS.get(key)
     if text is None:
         if len(_AGO_TEXTS) >= 4096:
@@ -148,13 +167,15 @@ def _rounded_delta(seconds: float) -> tuple[bool, str, int]:
     raise AssertionError("the last unit is seconds")  # pragma: no cover
 
 
-def status_hint(reading, now: datetime) -> str:
+def status_hint(reading, now: datetime, words: Words | None = None) -> str:
     """Where a part of a flow's status came from and how long ago it was true: "a webhook event, 2 min. ago"."""
+    words = words or request_words()
     if not reading.known:
-        return _("not known yet")
+        return words.gettext("not known yet")
+    source = words(source_name, reading.source)
     if reading.at is None:
-        return source_name(reading.source)
-    return _("%(source)s, %(when)s", source=source_name(reading.source), when=time_ago(reading.at, now))
+        return source
+    return words.gettext("%(source)s, %(when)s") % {"source": source, "when": time_ago(reading.at, now, words)}
 
 
 def shown(value) -> str:
@@ -189,6 +210,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(mask_national_id, "mask")
     app.add_template_filter(local_time, "localtime")
     app.add_template_filter(utc_time, "utctime")
+    app.add_template_filter(flow_url, "flow_url")
     app.add_template_filter(status_tone, "tone")
     app.add_template_filter(shown, "shown")
     app.add_template_filter(source_name, "source_name")

@@ -12,6 +12,7 @@ from markupsafe import Markup
 from markupsafe import escape as e
 
 from .flowindex.status import FlowStatus, Reading
+from .i18n import Words, request_words
 from .i18n import gettext as _
 from .labels import status_label
 from .masking import mask_text
@@ -43,7 +44,8 @@ def time_cell(moment: datetime | None, unread: str | None = None, seconds: bool 
 def flow_id_cell(flow_id: str, href: str | None = None) -> Markup:
     """A flow id in a list: its first 8 characters shown, the whole id in its text (screen readers, find, copy)
     and on hover, and a Copy button (portal.js shows it; without JavaScript the id can still be selected)."""
-    whole, short = e(flow_id), e(flow_id[:8])
+    whole, short, said = e(flow_id), e(flow_id[:8]), request_words()
+    copied, copy = e(said.gettext("Copied")), e(said.gettext("Copy"))
     cut = len(flow_id) > 8
     rest = f'<span class="visually-hidden">{e(flow_id[8:])}</span>' if cut else ""
     text = f'<code class="flow-id-text{" flow-id-cut" if cut else ""}" title="{whole}">{short}{rest}</code>'
@@ -51,7 +53,7 @@ def flow_id_cell(flow_id: str, href: str | None = None) -> Markup:
         text = f'<a href="{e(href)}">{text}</a>'
     return _built(
         f'<span class="flow-id">{text}<button type="button" class="btn btn-outline-secondary copy-button" '
-        f'data-copy="{whole}" data-copied="{e(_("Copied"))}" hidden><span class="copy-label">{e(_("Copy"))}</span>'
+        f'data-copy="{whole}" data-copied="{copied}" hidden><span class="copy-label">{copy}</span>'
         f'<span class="visually-hidden"> {short}</span></button></span>'
     )
 
@@ -60,13 +62,14 @@ def flow_status(status: FlowStatus, explain: bool = False) -> Markup:
     """A flow's consent status, lifecycle and archived, each with where it came from and how long ago, in
     visible text (the exact time in UTC on hover). `status`: a portal.flowindex.status.FlowStatus.
     `explain`: add a sentence where the parts seem to disagree (the flow's page)."""
+    said = request_words()
     parts: list[tuple[str | None, str, Reading]] = [
-        (_("Consent"), status_label(status.consent.value), status.consent),
-        (_("Flow"), status_label(status.lifecycle.value), status.lifecycle),
+        (said.gettext("Consent"), said(status_label, status.consent.value), status.consent),
+        (said.gettext("Flow"), said(status_label, status.lifecycle.value), status.lifecycle),
     ]
     if status.archived.value:
-        parts.append((None, _("Archived"), status.archived))
-    shown = "".join(_status_part(label, text, reading, status.now) for label, text, reading in parts)
+        parts.append((None, said.gettext("Archived"), status.archived))
+    shown = "".join(_status_part(label, text, reading, status.now, said) for label, text, reading in parts)
     html = (
         f'<span class="flow-status" data-testid="flow-status" data-consent="{e(status.consent.value or "")}" '
         f'data-lifecycle="{e(status.lifecycle.value or "")}" '
@@ -78,12 +81,12 @@ def flow_status(status: FlowStatus, explain: bool = False) -> Markup:
     return _built(html)
 
 
-def _status_part(label: str | None, text: str, reading: Reading, now: datetime) -> str:
+def _status_part(label: str | None, text: str, reading: Reading, now: datetime, said: Words) -> str:
     heading = f'<span class="status-label">{e(label)}</span> ' if label else ""
-    title = f' title="{e(source_name(reading.source))} · {e(utc_time(reading.at))}"' if reading.at else ""
+    title = f' title="{e(said(source_name, reading.source))} · {e(utc_time(reading.at))}"' if reading.at else ""
     return (
         f'<span class="status-part">{heading}<span class="badge status-badge tone-{e(status_tone(reading.value))}">'
-        f'{e(text)}</span> <small class="status-source"{title}>({e(status_hint(reading, now))})</small></span>'
+        f'{e(text)}</span> <small class="status-source"{title}>({e(status_hint(reading, now, said))})</small></span>'
     )
 
 

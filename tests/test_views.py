@@ -5,10 +5,12 @@ from html import unescape
 
 import pytest
 import responses
+from flask import url_for
 from support import PASSWORD, add_user, create_form, form_data, production_settings, sign_in
 
 from portal.extensions import db
 from portal.models import AuditEntry, CreateSubmission
+from portal.presentation import flow_url
 
 FLOW_ROW = re.compile(r'data-flow-id="([^"]+)"')
 
@@ -528,3 +530,13 @@ def test_the_audit_log_pages_newest_first(app, signed_in):
     assert older.text.count("<tr>") == 12 and "sign_in" in older.text
     assert "flow-09" in older.text and "flow-10" not in older.text
     assert links(older, "next") is None and "⇤ Newest" in older.text
+
+
+@pytest.mark.parametrize(
+    "flow_id", ["9f1c2d3e-aaaa-bbbb-cccc-000011112222", "a b", "ä/ö?x=1#y", "50%", "<script>", "!$&'()*+,:;=@~", ""]
+)
+def test_flow_links_are_the_routers_own(app, flow_id):
+    """A list links each row with flow_url (the router asked once a request): the same address url_for builds."""
+    for script_root in ("", "/portal"):
+        with app.test_request_context("/flows", environ_overrides={"SCRIPT_NAME": script_root}):
+            assert flow_url(flow_id) == url_for("flows.detail", flow_id=flow_id)
