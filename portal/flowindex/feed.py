@@ -18,14 +18,16 @@ def writer() -> IndexWriter:
 
 
 def saw_page(page: FlowPage, archived: bool, source: str = LIST) -> None:
+    """A list page just fetched. Its items are compared with what the list said of them lately here, on the
+    request: a page reloaded unchanged (most of them) wakes no writer thread, which would only take the GIL."""
     seen_at, index_writer = utc_now(), writer()
-
-    def observe():
-        for item in page.items:
-            if item.id and not index_writer.said_lately(f"{source}:{item.id}", (archived, item.raw), seen_at):
-                yield from_summary(item, archived, seen_at, source)
-
-    index_writer.submit(observe)
+    fresh = [
+        item
+        for item in page.items
+        if item.id and not index_writer.said_lately(f"{source}:{item.id}", (archived, item.raw), seen_at)
+    ]
+    if fresh:
+        index_writer.submit(lambda: (from_summary(item, archived, seen_at, source) for item in fresh))
 
 
 def saw_detail(flow: FlowDetail) -> None:

@@ -105,8 +105,9 @@ class IndexWriter:
     def said_lately(self, key: str, said: object, seen_at: datetime) -> bool:
         """Whether a source said exactly `said` of `key` less than REWRITE_AFTER ago; else remember it.
 
-        For the writer thread's jobs: a list page reloaded unchanged is dropped before its items are
-        even read (comparing the item's JSON costs less than reading it).
+        A list page reloaded unchanged is dropped before its items are even read (comparing the item's JSON
+        costs less than reading it). Request threads ask it at once: a race between two of them costs at most
+        one write the writer drops again (`_not_written_lately`).
         """
         last = self._handed.get(key)
         if last and last[0] == said and seen_at - last[1] < REWRITE_AFTER:
@@ -139,6 +140,8 @@ class IndexWriter:
         with self.app.app_context():
             try:
                 observations = self._not_written_lately(observation for job in jobs for observation in job())
+                if not observations:
+                    return  # all said before: no write lock, no transaction
                 with writer_lock(db.engine):
                     apply_observations(observations, self.app.extensions["portal.settings"].index_key)
                 self._remember(observations)
