@@ -26,6 +26,7 @@ from .store import apply_observations
 log = logging.getLogger(__name__)
 MAX_BATCH = 500
 GATHER_SECONDS = 0.02  # how long a busy writer waits to fill a batch: the index may lag this much
+BUSY_WITHIN = 0.1  # work arriving this soon after a write finds the writer busy
 SHUTDOWN_FLUSH_SECONDS = 5
 # A flow seen again exactly as it was written less than this long ago is not written again: staff
 # reloading a page cost the database nothing, and `seen_at`/`listed_at` are exact to this much.
@@ -83,11 +84,12 @@ class IndexWriter:
                 self._pid = os.getpid()
 
     def _run(self) -> None:
-        jobs_queue, busy = self._jobs, False
+        jobs_queue, last_write = self._jobs, -BUSY_WITHIN
         while True:
             jobs = [jobs_queue.get()]
-            # Under load (the last batch held more than one job) wait a moment for more: a write costs about
-            # the same for one flow as for thirty, so bigger batches leave the CPU to the requests.
+            # Under load (work came again soon after the last write) wait a moment for more: a write costs about
+            # the same for one flow as for thirty, and on SQLite it holds the one write lock of every process.
+            busy = time.monotonic() - last_write < BUSY_WITHIN
             gather_until = time.monotonic() + (GATHER_SECONDS if busy else 0)
             while len(jobs) < MAX_BATCH and jobs[-1] is not None:
                 try:
@@ -96,8 +98,8 @@ class IndexWriter:
                     break
             if jobs[-1] is None:  # closed
                 return
-            busy = len(jobs) > 1
             self._write([job for job in jobs if job is not None])  # all of them: None comes last, and closes
+            last_write = time.monotonic()
             with self._idle:
                 self._pending -= len(jobs)
                 self._idle.notify_all()
