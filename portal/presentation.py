@@ -70,14 +70,14 @@ def _locale_named(language: str) -> Locale:
     return Locale.parse(FORMAT_LOCALES.get(language, language))
 
 
-def local_time(moment: datetime | None, seconds: bool = False) -> str:
+def local_time(moment: datetime | None, seconds: bool = False, words: Words | None = None) -> str:
     """A moment as the reader's language writes it, in the portal's time zone, zone named: "24 Nov 2026, 12:58 CET".
 
     `seconds`: for times that may lie within one minute of each other (a timeline, events).
     """
     if moment is None:
         return "—"
-    return _local_time(moment, seconds, str(get_locale() or "en"), current.settings().timezone)
+    return _local_time(moment, seconds, (words or request_words()).language, current.settings().timezone)
 
 
 @lru_cache(maxsize=4096)

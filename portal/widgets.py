@@ -33,7 +33,7 @@ def time_cell(moment: datetime | None, unread: str | None = None, seconds: bool 
     if moment:
         return _built(
             f'<time datetime="{e(moment.isoformat())}" title="{e(utc_time(moment))}">'
-            f"{e(local_time(moment, seconds))}</time>"
+            f"{e(local_time(moment, seconds, request_words()))}</time>"
         )
     if unread:
         title = e(_("Not a time the portal can read"))
