@@ -103,4 +103,5 @@ def init_app(app: Flask) -> None:
 
     @app.context_processor
     def language_context():
-        return {"languages": LANGUAGES, "current_language": select_language()}
+        # The language Flask-Babel chose for this request (select_language, once), not chosen again per page.
+        return {"languages": LANGUAGES, "current_language": request_words().language}

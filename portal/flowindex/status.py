@@ -165,9 +165,11 @@ def status_of_detail(flow: FlowDetail, record: FlowRecord | None, events: list[W
     return _weigh([_readings(from_detail(flow, now)), *from_events, _indexed(record)], now)
 
 
-def status_of_item(item: FlowSummary, archived: bool, record: StatusColumns | None) -> FlowStatus:
+def status_of_item(
+    item: FlowSummary, archived: bool, record: StatusColumns | None, now: datetime | None = None
+) -> FlowStatus:
     """A row of the live list: the list item just fetched (from the current or archived tab) and the index."""
-    now = utc_now()
+    now = now or utc_now()
     return _weigh([_readings(from_summary(item, archived, now)), _indexed(record)], now)
 
 
@@ -184,7 +186,8 @@ def statuses_of_page(page: FlowPage, archived: bool) -> dict[str, FlowStatus]:
     records = {}
     if ids:
         records = {row.flow_id: row for row in db.session.connection().execute(PAGE_STATUSES, {"ids": ids})}
-    return {item.id: status_of_item(item, archived, records.get(item.id)) for item in page.items if item.id}
+    now = utc_now()  # one moment for the page: its rows were listed together
+    return {item.id: status_of_item(item, archived, records.get(item.id), now) for item in page.items if item.id}
 
 
 def _observed(flow_id: str, event: WebhookEvent) -> Observation | None:
