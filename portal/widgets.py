@@ -6,11 +6,13 @@ under the names the macros had; `templates/_macros.html` keeps the widgets that 
 """
 
 from datetime import datetime
+from functools import lru_cache
 
 from flask import Flask
 from markupsafe import Markup
 from markupsafe import escape as e
 
+from . import current
 from .flowindex.status import FlowStatus, Reading
 from .i18n import Words, request_words
 from .i18n import gettext as _
@@ -31,29 +33,39 @@ def time_cell(moment: datetime | None, unread: str | None = None, seconds: bool 
     """A moment in the reader's time zone, exact in UTC on hover; `unread`: the service's own text for a time
     the portal could not read, shown as it came. `seconds`: where times in one list may share a minute."""
     if moment:
-        return _built(
-            f'<time datetime="{e(moment.isoformat())}" title="{e(utc_time(moment))}">'
-            f"{e(local_time(moment, seconds, request_words()))}</time>"
-        )
+        return _built(_time_html(moment, seconds, request_words().language, current.settings().timezone))
     if unread:
         title = e(_("Not a time the portal can read"))
         return _built(f'<span class="font-monospace" title="{title}">{e(mask_text(unread))}</span>')
     return _built("—")
 
 
+# The cells below are the same for every reader of a language (lists are read again and again): made once each.
+@lru_cache(maxsize=4096)
+def _time_html(moment: datetime, seconds: bool, language: str, zone: str) -> str:
+    return (
+        f'<time datetime="{e(moment.isoformat())}" title="{e(utc_time(moment))}">'
+        f"{e(local_time(moment, seconds, request_words()))}</time>"
+    )
+
+
 def flow_id_cell(flow_id: str, href: str | None = None) -> Markup:
     """A flow id in a list: its first 8 characters shown, the whole id in its text (screen readers, find, copy)
     and on hover, and a Copy button (portal.js shows it; without JavaScript the id can still be selected)."""
-    whole, short, said = e(flow_id), e(flow_id[:8]), request_words()
-    copied, copy = e(said.gettext("Copied")), e(said.gettext("Copy"))
+    return _built(_flow_id_html(flow_id, href, request_words().language))
+
+
+@lru_cache(maxsize=4096)
+def _flow_id_html(flow_id: str, href: str | None, language: str) -> str:
+    whole, short = e(flow_id), e(flow_id[:8])
     cut = len(flow_id) > 8
     rest = f'<span class="visually-hidden">{e(flow_id[8:])}</span>' if cut else ""
     text = f'<code class="flow-id-text{" flow-id-cut" if cut else ""}" title="{whole}">{short}{rest}</code>'
     if href:
         text = f'<a href="{e(href)}">{text}</a>'
-    return _built(
+    return (
         f'<span class="flow-id">{text}<button type="button" class="btn btn-outline-secondary copy-button" '
-        f'data-copy="{whole}" data-copied="{copied}" hidden><span class="copy-label">{copy}</span>'
+        f'data-copy="{whole}" data-copied="{e(_("Copied"))}" hidden><span class="copy-label">{e(_("Copy"))}</span>'
         f'<span class="visually-hidden"> {short}</span></button></span>'
     )
 
@@ -61,18 +73,20 @@ def flow_id_cell(flow_id: str, href: str | None = None) -> Markup:
 def flow_status(status: FlowStatus, explain: bool = False) -> Markup:
     """A flow's consent status, lifecycle and archived, each with where it came from and how long ago, in
     visible text (the exact time in UTC on hover). `status`: a portal.flowindex.status.FlowStatus.
-    `explain`: add a sentence where the parts seem to disagree (the flow's page)."""
-    said = request_words()
-    parts: list[tuple[str | None, str, Reading]] = [
-        (said.gettext("Consent"), said(status_label, status.consent.value), status.consent),
-        (said.gettext("Flow"), said(status_label, status.lifecycle.value), status.lifecycle),
-    ]
+    `explain`: add a sentence where the parts seem to disagree (the flow's page).
+
+    A list shows the same few labels, badges and hints in every row: each is made (and escaped) once a
+    request, through the request's Words."""
+    said, now = request_words(), status.now
+    shown = _status_part(said, said.gettext("Consent"), status.consent, now) + _status_part(
+        said, said.gettext("Flow"), status.lifecycle, now
+    )
     if status.archived.value:
-        parts.append((None, said.gettext("Archived"), status.archived))
-    shown = "".join(_status_part(label, text, reading, status.now, said) for label, text, reading in parts)
+        shown += _status_part(said, None, status.archived, now)
+    consent, lifecycle = status.consent.value or "", status.lifecycle.value or ""
     html = (
-        f'<span class="flow-status" data-testid="flow-status" data-consent="{e(status.consent.value or "")}" '
-        f'data-lifecycle="{e(status.lifecycle.value or "")}" '
+        f'<span class="flow-status" data-testid="flow-status" data-consent="{said(_escaped, consent)}" '
+        f'data-lifecycle="{said(_escaped, lifecycle)}" '
         f'data-archived="{"yes" if status.archived.value else "no"}">{shown}</span>'
     )
     sentence = _explanation(status) if explain else None
@@ -81,13 +95,25 @@ def flow_status(status: FlowStatus, explain: bool = False) -> Markup:
     return _built(html)
 
 
-def _status_part(label: str | None, text: str, reading: Reading, now: datetime, said: Words) -> str:
+def _status_part(said: Words, label: str | None, reading: Reading, now: datetime) -> str:
+    """One part: its label (none for "Archived"), its badge, where it came from and how long ago."""
+    opening = said(_part_opening, label, reading.value, said.gettext("Archived"))
+    title = ""
+    if reading.at:
+        title = f' title="{said(_escaped, said(source_name, reading.source))} · {e(utc_time(reading.at))}"'
+    hint = said(_escaped, status_hint(reading, now, said))
+    return f'{opening}<small class="status-source"{title}>({hint})</small></span>'
+
+
+def _part_opening(label: str | None, value, archived: str) -> str:
     heading = f'<span class="status-label">{e(label)}</span> ' if label else ""
-    title = f' title="{e(said(source_name, reading.source))} · {e(utc_time(reading.at))}"' if reading.at else ""
-    return (
-        f'<span class="status-part">{heading}<span class="badge status-badge tone-{e(status_tone(reading.value))}">'
-        f'{e(text)}</span> <small class="status-source"{title}>({e(status_hint(reading, now, said))})</small></span>'
-    )
+    text = status_label(value) if label else archived
+    badge = f'<span class="badge status-badge tone-{e(status_tone(value))}">{e(text)}</span>'
+    return f'<span class="status-part">{heading}{badge} '
+
+
+def _escaped(text: str) -> str:
+    return str(e(text))
 
 
 def _explanation(status: FlowStatus) -> str | None:
