@@ -58,6 +58,10 @@ _SWEDISH_ISO_DATE_IN_TEXT = re.compile(  # 1981-12-18-9876: the birth date writt
     re.ASCII,
 )
 
+# Every shape above begins with six digits in a row, or with a birth date written 1981-12-18: text holding
+# neither holds no id (one search, where the substitutions below cost six; most text is short and has none).
+_MAYBE_AN_ID = re.compile(r"[0-9]{6}|[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+
 
 def _swedish(number: str) -> bool:
     """A valid personnummer or samordningsnummer (day + 60), written with any separator."""
@@ -147,7 +151,7 @@ def mask_text(text: str) -> str: ...
 def mask_text(text: _T) -> _T: ...
 def mask_text(text: object) -> object:
     """The text with every id-shaped number in it masked; anything not a string is returned as it is."""
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, str) or not _MAYBE_AN_ID.search(text):
         return text
     text = _SEPARATED_IN_TEXT.sub(_masked, text)
     text = _NORWEGIAN_IN_TEXT.sub(_masked, text)

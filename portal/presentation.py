@@ -128,7 +128,12 @@ def flow_url(flow_id) -> str:
     prefix = g.get("_flow_url_prefix")
     if prefix is None:
         prefix = g._flow_url_prefix = url_for("flows.detail", flow_id="-")[:-1]
-    return prefix + quote(str(flow_id), safe=PATH_SEGMENT_SAFE)
+    return prefix + _path_segment(str(flow_id))
+
+
+@lru_cache(maxsize=4096)
+def _path_segment(text: str) -> str:
+    return quote(text, safe=PATH_SEGMENT_SAFE)
 
 
 def status_tone(status: str | None) -> str:
