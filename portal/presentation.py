@@ -235,7 +235,6 @@ def init_app(app: Flask) -> None:
     app.add_template_global(cached_fragment, "cached_fragment")
     app.extensions["portal.fragments"] = {}
 
-    @app.context_processor
-    def portal_context():
-        settings = current.settings()
-        return {"environment": settings.environment, "settings": settings}
+    # The same for every page of this app: globals (which macros imported without the page's context see too).
+    settings = app.extensions[current.SETTINGS]
+    app.jinja_env.globals.update(environment=settings.environment, settings=settings)
