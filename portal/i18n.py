@@ -1,10 +1,14 @@
 """Languages of the portal's pages: English, Norwegian bokmål, Swedish and Finnish, chosen per person."""
 
 from collections.abc import Callable, Hashable
+from typing import Any
 
 from flask import Flask, g, has_request_context, request, session
 from flask_babel import get_locale, get_translations
 from flask_login import current_user
+from jinja2 import pass_context
+from jinja2.runtime import Context
+from markupsafe import Markup
 
 from .extensions import babel
 
@@ -91,6 +95,14 @@ def request_words() -> Words:
     return words
 
 
+@pass_context
+def _page_gettext(context: Context, message: str, **variables: Any) -> str:
+    text = request_translations().ugettext(message)
+    if context.eval_ctx.autoescape:
+        text = Markup(text)  # noqa: S704 - our own catalogues, as Jinja's newstyle gettext trusts them
+    return text % variables if variables or "%" in text else text
+
+
 def init_app(app: Flask) -> None:
     babel.init_app(app, locale_selector=select_language)
     app.jinja_env.install_gettext_callables(  # type: ignore[attr-defined]  # added by jinja2.ext.i18n, untyped
@@ -100,6 +112,9 @@ def init_app(app: Flask) -> None:
         npgettext=lambda context, singular, plural, n: request_translations().unpgettext(context, singular, plural, n),
         newstyle=True,
     )
+    # `_` straight to the catalogue: Jinja's own alias reaches it through two more context calls, and a page
+    # says `_` a few dozen times. The same rule as Jinja's newstyle gettext: autoescaped, always formatted.
+    app.jinja_env.globals["_"] = app.jinja_env.globals["gettext"] = _page_gettext
 
     @app.context_processor
     def language_context():

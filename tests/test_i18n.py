@@ -110,3 +110,10 @@ def test_every_message_in_the_code_is_translated(tmp_path, language):
     with (catalog_folder / "messages.mo").open("rb") as handle:
         compiled = {plain(message.id): plain(message.string) for message in read_mo(handle) if message.id}
     assert compiled == catalog, "messages.mo is out of date: pybabel compile -d portal/translations"
+
+
+def test_template_words_are_escaped_formatted_and_translated(app):
+    """`_` in a template, as Jinja's newstyle gettext: translated, its variables escaped, `%%` a percent sign."""
+    template = app.jinja_env.from_string('{{ _("Sign out") }}|{{ _("Hi %(name)s", name=who) }}|{{ _("100%% sure") }}')
+    with app.test_request_context(headers={"Accept-Language": "nb"}):
+        assert template.render(who="<b>Kari</b>") == "Logg ut|Hi &lt;b&gt;Kari&lt;/b&gt;|100% sure"
