@@ -300,8 +300,11 @@ def main() -> None:
             portal_port, portal = gunicorn("wsgi:app", env)
             portal_master = servers.enter_context(portal)
             portal_url = f"http://127.0.0.1:{portal_port}"
-            cookie = signed_in_cookie(portal_url)
             for round_number in range(options.rounds):
+                # A browser keeps the cookie each answer sets; these clients send one cookie throughout. Signed
+                # in afresh for each round (about 30 s), the cookie never falls behind the session's idle clock,
+                # which a page moves once a minute (re-signing the cookie, as it would for a browser once).
+                cookie = signed_in_cookie(portal_url)
                 pages.append(page_round(upstream, portal_url, f"http://127.0.0.1:{proxy_port}", cookie))
                 print(f"pages, round {round_number + 1}: {json.dumps(pages[-1])}", file=sys.stderr)
             tokens = requests.get(f"{upstream}/stats").json()
