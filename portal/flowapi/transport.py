@@ -188,16 +188,18 @@ class Transport:
         request_id: str,
     ) -> tuple[Reply | FlowApiError, float | None]:
         headers = {"Authorization": f"Bearer {token}", REQUEST_ID_HEADER: request_id, "Accept": "application/json"}
-        try:
-            response = self.session.request(
-                method,
-                self.base_url + path,
-                params=params,
-                json=body,
-                headers=headers,
-                timeout=self.timeout,
-                allow_redirects=False,
-            )
+        # Prepared here with the session's headers and cookies: Session.request would merge its settings again
+        # for every call (a tenth of a page's call), and the portal sets none but these.
+        request = requests.Request(
+            method,
+            self.base_url + path,
+            params=params,
+            json=body,
+            headers={**self.session.headers, **headers},
+            cookies=self.session.cookies,
+        )
+        try:  # preparing may refuse too (an unusable address): the same answer as the call would give
+            response = self.session.send(request.prepare(), timeout=self.timeout, allow_redirects=False)
         except requests.exceptions.SSLError:
             return UpstreamUnavailable(
                 "The Flow Service's TLS certificate cannot be verified", code="tls", request_id=request_id
