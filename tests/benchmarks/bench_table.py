@@ -185,21 +185,26 @@ def rss_mb(master: subprocess.Popen) -> list[float]:
     return sizes
 
 
-def page_round(upstream: str, portal: str, proxy: str, cookie: str) -> dict:
-    """One round of the page figures: sequential latency at 0 and 50 ms upstream, then wrk."""
+def page_round(upstream: str, portal: str, proxy: str) -> dict:
+    """One round of the page figures: sequential latency at 0 and 50 ms upstream, then wrk.
+
+    A browser keeps the cookie each answer sets; these clients send one Cookie header throughout. Signed in
+    afresh before each measurement (none takes 30 s), their cookie never falls behind the session's idle clock,
+    which a page moves once a minute by re-signing the cookie (once for a browser, on every page for them).
+    """
     figures = {}
     direct_headers = {"Authorization": "Bearer bench-token"}
     for latency in (0, 50):
         requests.post(f"{upstream}/latency?ms={latency}")
         direct = timings(f"{upstream}/api/flows?limit=10", direct_headers, parse_json=True)
         minimal = timings(f"{proxy}/flows", {})
-        page = timings(f"{portal}/flows", {"Cookie": cookie})
+        page = timings(f"{portal}/flows", {"Cookie": signed_in_cookie(portal)})
         for name, values in (("direct", direct), ("proxy", minimal), ("portal", page)):
             figures[f"{name}_{latency}_median"] = statistics.median(values)
             figures[f"{name}_{latency}_p95"] = p95(values)
     requests.post(f"{upstream}/latency?ms=0")
     figures["wrk_proxy"] = wrk(f"{proxy}/flows", 4)["rate"]
-    figures["wrk_portal"] = wrk(f"{portal}/flows", 4, {"Cookie": cookie})["rate"]
+    figures["wrk_portal"] = wrk(f"{portal}/flows", 4, {"Cookie": signed_in_cookie(portal)})["rate"]
     return figures
 
 
@@ -301,11 +306,7 @@ def main() -> None:
             portal_master = servers.enter_context(portal)
             portal_url = f"http://127.0.0.1:{portal_port}"
             for round_number in range(options.rounds):
-                # A browser keeps the cookie each answer sets; these clients send one cookie throughout. Signed
-                # in afresh for each round (about 30 s), the cookie never falls behind the session's idle clock,
-                # which a page moves once a minute (re-signing the cookie, as it would for a browser once).
-                cookie = signed_in_cookie(portal_url)
-                pages.append(page_round(upstream, portal_url, f"http://127.0.0.1:{proxy_port}", cookie))
+                pages.append(page_round(upstream, portal_url, f"http://127.0.0.1:{proxy_port}"))
                 print(f"pages, round {round_number + 1}: {json.dumps(pages[-1])}", file=sys.stderr)
             tokens = requests.get(f"{upstream}/stats").json()
             rss = rss_mb(portal_master)
