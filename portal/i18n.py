@@ -1,7 +1,7 @@
 """Languages of the portal's pages: English, Norwegian bokmål, Swedish and Finnish, chosen per person."""
 
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, TypeVar
 
 from flask import Flask, g, has_request_context, request, session
 from flask_babel import get_locale, get_translations
@@ -12,6 +12,7 @@ from markupsafe import Markup
 
 from .extensions import babel
 
+T = TypeVar("T")
 LANGUAGES = {"en": "English", "nb": "Norsk bokmål", "sv": "Svenska", "fi": "Suomi"}
 # Browsers in Norway often ask for "no" or "nn"; bokmål is the closest translation we have.
 ALIASES = {"no": "nb", "nn": "nb"}
@@ -37,11 +38,17 @@ def _account_language() -> str | None:
 def request_translations():
     """This request's catalogue, found once: Flask-Babel looks it up again for every word, and a list page says
     the same few words in every row."""
+    return _once_a_request("_translations", get_translations)
+
+
+def _once_a_request(name: str, make: Callable[[], T]) -> T:
+    """`make()`, kept for the rest of the request in `g` under `name`; made at each call outside a request."""
     if not has_request_context():
-        return get_translations()
-    found = g.get("_translations")
+        return make()
+    found = g.get(name)
     if found is None:
-        found = g._translations = get_translations()
+        found = make()
+        setattr(g, name, found)
     return found
 
 
@@ -87,12 +94,7 @@ class Words:
 
 def request_words() -> Words:
     """This request's Words (fresh ones outside a request: commands speak English)."""
-    if not has_request_context():
-        return Words()
-    words = g.get("_words")
-    if words is None:
-        words = g._words = Words()
-    return words
+    return _once_a_request("_words", Words)
 
 
 @pass_context
