@@ -1,13 +1,15 @@
 """Where an in-process signed-in /flows page (10 rows) spends its time, without a profiler's distortion: the
 median page, and the mean of its timed parts (template, Flow Service call, row statuses from the index).
 
-Run: .venv/bin/python tests/benchmarks/page_parts.py [N]
+Run: .venv/bin/python tests/benchmarks/page_parts.py [N] [LATENCY_MS]   (the stand-in answering after LATENCY_MS)
 """
 
 import statistics
 import sys
 import time
 from pathlib import Path
+
+import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.page_client import signed_in_page_client  # noqa: E402
@@ -24,12 +26,13 @@ def timed(parts: dict, name: str, function):
     return measured
 
 
-def main(count: int) -> None:
+def main(count: int, latency_ms: int = 0) -> None:
     import flask.templating
 
     import portal.views.flows as flow_views
 
-    with signed_in_page_client() as (_app, client):
+    with signed_in_page_client() as (app, client):
+        requests.post(f"{app.extensions['portal.settings'].api_url}/latency?ms={latency_ms}")
         parts = {"template": 0.0, "Flow Service call": 0.0, "row statuses": 0.0}
         flask.templating._render = timed(parts, "template", flask.templating._render)
         flow_views._fetch_page = timed(parts, "Flow Service call", flow_views._fetch_page)
@@ -45,4 +48,4 @@ def main(count: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1500)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1500, int(sys.argv[2]) if len(sys.argv) > 2 else 0)
