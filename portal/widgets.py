@@ -51,8 +51,11 @@ def _time_html(moment: datetime, seconds: bool, language: str, zone: str) -> str
 
 def flow_id_cell(flow_id: str, href: str | None = None) -> Markup:
     """A flow id in a list: its first 8 characters shown, the whole id in its text (screen readers, find, copy)
-    and on hover, and a Copy button (portal.js shows it; without JavaScript the id can still be selected)."""
-    return _built(_flow_id_html(flow_id, href, request_words().language))
+    and on hover, and a Copy button (portal.js shows it; without JavaScript the id can still be selected).
+
+    Shown masked like any text: a service (or a forged event) naming a flow by a national id must not show it;
+    a UUID is left as it is."""
+    return _built(_flow_id_html(mask_text(flow_id), href, request_words().language))
 
 
 @lru_cache(maxsize=4096)

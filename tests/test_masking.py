@@ -429,6 +429,21 @@ def test_event_pages_and_the_events_csv_keep_ids_masked(app_with_hostile_event):
     assert exported["reference_id"] == "811218-••••"
 
 
+def test_a_flow_named_by_a_national_id_shows_it_masked(make_app):
+    """A service (or a forged event) naming a flow by a national id: the events pages show it masked wherever a
+    person reads it (the link to the flow's page still carries it, to open that flow)."""
+    app = make_app(WTF_CSRF_ENABLED=False)
+    payload = {"id": str(uuid.uuid4()), "type": "flow.status_changed", "timestamp": "2026-11-23T10:00:00Z"}
+    signed_delivery(app, payload | {"data": {"flowId": FINNISH, "status": "Opened"}})
+    with app.app_context():
+        row = db.session.scalar(db.select(WebhookEvent.id))
+    viewer = signed_in_to(app)
+    for path in ("/events", f"/events/{row}"):
+        page = viewer.get(path).get_data(as_text=True)
+        assert "131052-••••" in page, path
+        assert_no_full_id(re.sub(r'href="[^"]*"', "", page))
+
+
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
 def test_the_cli_events_export_masks_every_id(app_with_hostile_event, fmt):
     result = app_with_hostile_event.test_cli_runner().invoke(args=["events", "export", "--format", fmt])
