@@ -11,9 +11,10 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
-# The portal uses none of these browser features; a page (or an injected script) cannot ask for them.
+# The portal uses none of these browser features; a page (or an injected script) cannot ask for them. Only names
+# Chromium knows: it warns on every page about one it does not (`bluetooth`).
 PERMISSIONS_POLICY = (
-    "camera=(), microphone=(), geolocation=(), payment=(), usb=(), serial=(), bluetooth=(), "
+    "camera=(), microphone=(), geolocation=(), payment=(), usb=(), serial=(), "
     "accelerometer=(), gyroscope=(), magnetometer=(), display-capture=(), interest-cohort=()"
 )
 HSTS = "max-age=31536000; includeSubDomains"

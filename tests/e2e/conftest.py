@@ -110,8 +110,8 @@ def shot(page):
 
 @pytest.fixture
 def console_errors(page):
-    """Console errors (a CSP violation shows up here) collected during the test."""
+    """Console errors and warnings (a CSP violation, a header the browser cannot read) collected during the test."""
     errors = []
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("console", lambda message: errors.append(message.text) if message.type in ("error", "warning") else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
     return errors
