@@ -43,7 +43,7 @@ CHOICES = {
     "items": ("full", "no_id", "empty"),
     "archived_default": ("current", "all"),
     "error_style": ("design", "problem", "errors_array", "java", "text"),
-    "create": ("design", "location_only", "accepted_links", "conflict", "invalid", "not_found"),
+    "create": ("design", "location_only", "accepted_links", "no_id", "conflict", "invalid", "not_found"),
     "detail": ("spec", "quirky", "offset_times"),
     "token": ("ok", "refuse", "invalid_request", "unavailable"),
 }
@@ -602,4 +602,6 @@ def create_response(alt: AltService) -> Response:
         return Response(b"", 201, headers={"Location": path})
     if mode == "accepted_links":
         return _json({"_links": {"self": {"href": path}}}, 202)
+    if mode == "no_id":  # created, and said so, but named by its reference alone
+        return _json({"referenceId": flow.reference_id}, 201)
     return _json({"_links": {"self": {"href": path}}, "flowId": flow.id, "referenceId": flow.reference_id}, 201)

@@ -99,6 +99,23 @@ def test_a_quirky_retrieve_response_is_read_whole():
     assert kinds == [("send-initiate-webhook", "incident"), (None, None)]
 
 
+def test_the_spec_links_and_definition_are_read():
+    detail = FlowDetail.from_json(
+        {
+            "_links": {"self": "/api/flows/f-6", "tasks": {"href": "/api/tasks?flowId=f-6"}},
+            "flow": {"flowId": "f-6", "flowDefinitionId": "loan-application-consent"},
+        }
+    )
+    assert (detail.self_link, detail.tasks_link) == ("/api/flows/f-6", "/api/tasks?flowId=f-6")
+    assert detail.flow_definition_id == "loan-application-consent"
+
+
+def test_a_flow_that_is_not_an_object_is_a_protocol_error_in_words():
+    with pytest.raises(UpstreamProtocolError) as raised:
+        FlowDetail.from_json({"_links": {"self": "/api/flows/f-7"}, "flow": ["f-7"]})
+    assert str(raised.value) == "The flow object is not a JSON object"
+
+
 def test_a_bare_flow_object_is_read_as_the_flow():
     assert FlowDetail.from_json({"flowId": "f-2", "referenceId": 7}).reference_id == "7"
 
@@ -106,6 +123,13 @@ def test_a_bare_flow_object_is_read_as_the_flow():
 def test_one_incident_record_without_an_id_is_incident_1():
     detail = FlowDetail.from_json({"flowId": "f-4", "incidents": {"message": "webhook failed", "taskType": "x"}})
     assert [(incident.id, incident.message) for incident in detail.incidents] == [("1", "webhook failed")]
+
+
+@pytest.mark.parametrize("record", [{"message": "webhook failed"}, {"taskType": "webhook"}])
+def test_one_incident_record_with_either_of_its_fields_is_one_incident(record):
+    """Not a map of incidents keyed by id: read as such, "message" would be an incident with no message."""
+    detail = FlowDetail.from_json({"flowId": "f-4", "incidents": record})
+    assert [incident.id for incident in detail.incidents] == ["1"]
 
 
 @pytest.mark.parametrize("link", ["/api/flows/f-5", {"href": "/api/flows/f-5"}])
@@ -143,6 +167,15 @@ def test_field_complaints_are_read_under_each_name_services_use(key):
 
 
 @pytest.mark.parametrize(
+    "source",
+    [{"pointer": "/data/attributes/lastName"}, {"parameter": "lastName"}, {"pointer": "", "parameter": "lastName"}],
+)
+def test_a_field_complaint_names_its_field_by_its_source(source):
+    problem = read_problem(422, {"errors": [{"detail": "too long", "source": source}]})
+    assert [(detail.field, detail.message) for detail in problem.details] == [("lastName", "too long")]
+
+
+@pytest.mark.parametrize(
     ("payload", "expected"),
     [
         ({"next": "/api/flows?cursor=abc&limit=10"}, {"cursor": "abc"}),
@@ -152,6 +185,7 @@ def test_field_complaints_are_read_under_each_name_services_use(key):
         ({"next_cursor": "tok"}, {"cursor": "tok"}),
         ({"nextPageToken": "p2"}, {"pageToken": "p2"}),
         ({"next": "opaque-token"}, {"cursor": "opaque-token"}),
+        ({"next": "?starting_after=x9&limit=10"}, {"starting_after": "x9"}),  # a link of its query alone
         ({"offset": 10, "total": 25}, {"offset": "12"}),
         ({"offset": 10, "total": 12}, None),
         ({}, None),

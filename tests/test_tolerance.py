@@ -312,6 +312,21 @@ def test_created_flow_is_shown_whatever_the_answer_names_it_by(staff, alt, mode)
     assert "may have been created" not in page.text
 
 
+def test_a_flow_accepted_without_its_id_is_looked_for_in_the_list_and_never_sent_twice(staff, alt):
+    alt.set(create="no_id")
+    data = form_data(staff)
+    answer = staff.post("/flows/new", data=data)
+    assert (answer.status_code, answer.headers["Location"]) == (302, "/flows")
+    created = alt.flows[0]
+    said = f"The Flow Service accepted the flow {created.reference_id} but did not say its id: find it in the flow list"
+    page = get(staff, "/flows")
+    assert said in page.text
+    assert created.id in page.text, "the list it leads to shows the new flow"
+    again = staff.post("/flows/new", data=data)
+    assert_sound(get(staff, again.headers["Location"]) if again.status_code in REDIRECTS else again)
+    assert alt.counts["create"] == 1, "the form sent again (a reload, a double click) creates nothing more"
+
+
 @pytest.mark.parametrize("style", STYLES)
 def test_conflict_on_create_is_a_refusal_with_the_reason(staff, alt, style):
     alt.set(create="conflict", error_style=style)

@@ -29,7 +29,16 @@ from portal.extensions import db
 from portal.models import RejectedDelivery, RejectionTally, WebhookEvent
 from portal.webhooks.shape import EventFields, EventShape, parse_fields, read_event
 from portal.webhooks.signing import standard_headers
-from portal.webhooks.store import events_for_flow, iter_events, iter_matching_events, left_out_by_reference
+from portal.webhooks.store import (
+    SAMPLES_PER_SOURCE,
+    events_for_flow,
+    iter_events,
+    iter_matching_events,
+    left_out_by_reference,
+    record_rejection,
+    rejection_tallies,
+    tally_rejection,
+)
 
 SECRET = "whsec_" + base64.b64encode(b"first-webhook-secret-0123456789").decode()
 SECOND = "whsec_" + base64.b64encode(b"second-webhook-secret-987654321").decode()
@@ -225,6 +234,47 @@ def test_past_the_limit_the_address_with_the_most_samples_gives_up_its_oldest(ma
     assert kept == [("203.0.1.1", 0)] + [("203.0.9.1", n) for n in range(1, 6)] + [
         ("203.0.5.1", n) for n in range(3)
     ] + [("203.0.7.1", 0)]
+
+
+def test_each_address_keeps_only_its_own_newest_samples(make_app, database_url, caplog):
+    app = make_app(database=database_url, FLOW_WEBHOOK_SECRETS=SECRET, PORTAL_REJECTED_KEEP="100")
+    logging.getLogger("portal").addHandler(caplog.handler)  # the migrations' fileConfig replaced root's
+    try:
+        for address, count in (("203.0.113.5", 2), ("203.0.113.9", SAMPLES_PER_SOURCE + 3)):
+            sender = app.test_client()
+            sender.environ_base["REMOTE_ADDR"] = address
+            for number in range(count):
+                sender.post(PATH, data=f'{{"n": {number}}}', headers={"content-type": "application/json"})
+    finally:
+        logging.getLogger("portal").removeHandler(caplog.handler)
+    kept = [(row.source_ip, json.loads(row.body_head)["n"]) for row in rejected(app)]
+    assert kept == [("203.0.113.5", 0), ("203.0.113.5", 1)] + [
+        ("203.0.113.9", number) for number in range(3, SAMPLES_PER_SOURCE + 3)
+    ], "a flood from one address replaces its own oldest samples, never another address's"
+    assert "webhook rejected from '203.0.113.9'" in caplog.text
+
+
+def test_a_server_that_gives_no_client_address_stores_it_as_unknown_as_refusals_do(hook_app):
+    sender = hook_app.test_client()
+    sender.environ_base["REMOTE_ADDR"] = ""  # a Unix socket, or a server that leaves it out
+    assert deliver(sender, event(flow_id="flow-no-address")).status_code == 200
+    assert sender.post(PATH, data=b"junk").status_code == 401
+    [stored_event], [refusal] = stored(hook_app), rejected(hook_app)
+    assert stored_event.source_ip == refusal.source_ip == "unknown"
+
+
+def test_a_rejection_tallied_and_sampled_without_an_address(hook_app):
+    with hook_app.app_context():
+        record_rejection("bad signature", None, None, {}, b"{}", keep=10)
+        tally_rejection("signature", None, "bad signature")
+        tally_rejection("content_type", "192.0.2.0/24", "content type 'text/plain'")
+        [tally] = rejection_tallies("signature", None, 10)
+        assert (tally.kind, tally.source_ip, tally.count) == ("signature", "", 1)
+        assert tally.last_at == tally.first_at, "a first rejection was last seen when first seen"
+        assert [row.kind for row in rejection_tallies(None, "192.0.2.0/24", 10)] == ["content_type"]
+        assert len(rejection_tallies(None, None, 10)) == 2
+    [record] = rejected(hook_app)
+    assert (record.source_ip, record.network) == (None, None)
 
 
 def test_a_refusal_from_an_address_longer_than_its_column_is_kept_cut_to_it(make_app, database_url):
@@ -447,6 +497,38 @@ def test_events_are_read_for_export_in_batches_oldest_first_none_missed(plain_ap
         assert [event.event_id for event in iter_events(later, batch=1)] == ["msg_3", "msg_4"]
         newest_first = iter_matching_events(event_type=None, flow=None, batch=2)
         assert [event.event_id for event in newest_first] == [f"msg_{number}" for number in reversed(range(5))]
+
+
+def test_events_are_exported_in_the_order_they_were_stored_whatever_their_receipt_times(plain_app):
+    for number in range(5):
+        deliver(plain_app.test_client(), message_id=f"msg_{number}")
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with plain_app.app_context():
+        # A clock set back between deliveries; updated newest first, so PostgreSQL keeps them in that order.
+        for row in db.session.query(WebhookEvent).order_by(WebhookEvent.id.desc()):
+            row.received_at = start + timedelta(minutes=10 - row.id)
+            db.session.commit()
+        exported = [event.event_id for event in iter_events(start, batch=2)]
+    assert exported == [f"msg_{number}" for number in range(5)]
+
+
+def test_a_flow_timeline_is_bounded_oldest_first(plain_app):
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with plain_app.app_context():
+        db.session.add_all(
+            WebhookEvent(
+                event_id=f"msg_{number}",
+                flow_id="flow-busy",
+                occurred_at=start + timedelta(seconds=number),
+                body="{}",
+                scheme="standard-webhooks",
+                secret_index=0,
+            )
+            for number in range(501)
+        )
+        db.session.commit()
+        timeline = [event.event_id for event in events_for_flow("flow-busy", None)]
+    assert timeline == [f"msg_{number}" for number in range(500)]
 
 
 def test_send_test_delivers_to_a_running_portal(plain_app, serve):
