@@ -6,7 +6,16 @@ import pytest
 
 from portal.flowapi import UpstreamProtocolError
 from portal.flowapi.problems import read_problem
-from portal.flowapi.records import CreatedFlow, FlowDetail, FlowPage, flow_id_from_path, parse_timestamp, read_flag
+from portal.flowapi.records import (
+    CreatedFlow,
+    FlowData,
+    FlowDetail,
+    FlowPage,
+    Incident,
+    flow_id_from_path,
+    parse_timestamp,
+    read_flag,
+)
 from portal.flowapi.text import safe_reason
 from portal.flowapi.transport import retry_after_seconds
 
@@ -97,6 +106,76 @@ def test_a_quirky_retrieve_response_is_read_whole():
     assert detail.version_tag == "v3-2026"
     kinds = [(incident.task_type, incident.task_category) for incident in detail.incidents]
     assert kinds == [("send-initiate-webhook", "incident"), (None, None)]
+
+
+SPEC_RETRIEVE_ANSWER = {
+    "_links": {"self": "/api/flows/f-8", "tasks": {"href": "/api/tasks?flowId=f-8"}},
+    "flow": {
+        "flowId": "f-8",
+        "version": 4,
+        "hasErrors": False,
+        "hasIncidents": True,
+        "incidents": {"inc-1": {"id": "inc-1", "message": "webhook failed", "taskType": "send-initiate-webhook"}},
+        "status": "active",
+        "createdAt": "2026-11-22T12:05:00.123Z",
+        "updatedAt": "2026-11-22T13:05:00.123+01:00",
+        "numAttachments": 2,
+        "_meta": {"processDefinitionId": "pd-1", "processInstanceId": "pi-1", "processVersion": "7"},
+        "flowDefinitionId": "loan-application-consent",
+        "flowNumber": 10040,
+        "referenceId": "LA-10040",
+        "referenceName": "Car loan",
+        "versionTag": "v7",
+        "sandbox": True,
+        "sandboxConfig": {"autoDecision": "Accepted"},
+        "data": {
+            "nationalId": "01010112345",
+            "lastName": "Nordmann",
+            "redirectUrl": "https://lender.example/done",
+            "webhookUrl": "https://lender.example/hook",
+            "organizationNumber": "912345678",
+        },
+        "actions": ["read", "cancel", 3],
+    },
+}
+
+
+def test_every_field_of_the_spec_retrieve_answer_is_read():
+    """Field by field (a field read under a wrong name, or not at all, is seen here), the time exact to the ms."""
+    assert FlowDetail.from_json(SPEC_RETRIEVE_ANSWER) == FlowDetail(
+        flow_id="f-8",
+        status="active",
+        version=4,
+        flow_number=10040,
+        reference_id="LA-10040",
+        reference_name="Car loan",
+        has_errors=False,
+        has_incidents=True,
+        incidents=[Incident("inc-1", "webhook failed", "send-initiate-webhook", None)],
+        created_at=MOMENT,
+        updated_at=MOMENT,
+        created_unread=None,
+        updated_unread=None,
+        num_attachments=2,
+        process_definition_id="pd-1",
+        process_instance_id="pi-1",
+        process_version="7",
+        flow_definition_id="loan-application-consent",
+        version_tag="v7",
+        sandbox=True,
+        sandbox_config={"autoDecision": "Accepted"},
+        data=FlowData(
+            national_id="01010112345",
+            last_name="Nordmann",
+            redirect_url="https://lender.example/done",
+            webhook_url="https://lender.example/hook",
+            organization_number="912345678",
+        ),
+        actions=["read", "cancel"],
+        self_link="/api/flows/f-8",
+        tasks_link="/api/tasks?flowId=f-8",
+        raw={},
+    )
 
 
 def test_the_spec_links_and_definition_are_read():
