@@ -57,7 +57,7 @@ class GroupCommitter:
         table = WebhookEvent.__table__
         # Without a conflict target: a second event id and, under hmac-sha256, a body seen before both skip.
         self._insert = dialect.insert(table).on_conflict_do_nothing().returning(table.c.event_id)
-        self._pruned = select(PrunedEvent.event_id).where(PrunedEvent.event_id.in_(bindparam("keys", expanding=True)))
+        self._pruned = select(PrunedEvent.event_id).where(PrunedEvent.event_id.in_(bindparam("keys")))
 
     def store(self, row: dict[str, Any], replay_keys: frozenset[str]) -> bool:
         """Commit `row` unless its event was stored before: still here (same id or, under hmac-sha256, same
