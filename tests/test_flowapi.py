@@ -319,6 +319,29 @@ def test_a_connect_timeout_says_so_in_words():
     assert (raised.value.code, str(raised.value)) == ("connect_timeout", "Timed out connecting to the Flow Service")
 
 
+def test_a_load_balancers_affinity_cookie_is_sent_back(serve):
+    """As requests' Session does for any caller: a service behind a sticky load balancer stays on one node."""
+    from flask import Flask, jsonify, request
+
+    balancer, cookies_seen = Flask("sticky"), []
+
+    @balancer.post("/realms/sandbox/protocol/openid-connect/token")
+    def token():
+        return jsonify(access_token="t", expires_in=300, token_type="Bearer")
+
+    @balancer.get("/api/flows")
+    def flows():
+        cookies_seen.append(dict(request.cookies))
+        answer = jsonify(data=[], has_more=False)
+        answer.set_cookie("AWSALB", "node-7")
+        return answer
+
+    client = make_client(serve(balancer))
+    client.list_flows()
+    client.list_flows()
+    assert cookies_seen == [{}, {"AWSALB": "node-7"}]
+
+
 def test_every_call_carries_a_request_id(sandbox, flow_client, caplog):
     caplog.set_level(logging.DEBUG, logger="portal.flowapi")
     flow_client.list_flows()

@@ -195,6 +195,11 @@ def test_a_flow_that_is_not_an_object_is_a_protocol_error_in_words():
     assert str(raised.value) == "The flow object is not a JSON object"
 
 
+@pytest.mark.parametrize(("sent", "read"), [(3, 3), (3.0, 3), ("3", 3), (" 3 ", 3), (3.5, None), (True, None)])
+def test_a_whole_number_is_read_as_sent_in_any_form(sent, read):
+    assert FlowDetail.from_json({"flowId": "f-9", "version": sent}).version == read
+
+
 def test_a_bare_flow_object_is_read_as_the_flow():
     assert FlowDetail.from_json({"flowId": "f-2", "referenceId": 7}).reference_id == "7"
 

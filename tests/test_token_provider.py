@@ -267,6 +267,12 @@ def test_expires_in_as_a_string_of_digits_is_read(idp, make_provider, clock):
     assert provider.token() == "token-1" and idp.requests == 1
 
 
+def test_expires_in_with_a_fraction_is_read(idp, make_provider, clock):
+    idp.answers = [ok(expires_in=299.5)]
+    provider = make_provider()
+    assert provider.token() == "token-1" and provider.describe()["lifetime"] == 299.5
+
+
 def test_a_token_without_expires_in_is_kept_until_the_api_refuses_it(idp, make_provider, clock):
     # RFC 6749 §5.1 only recommends expires_in; the transport invalidates the token on a 401.
     idp.answers = [(200, {"access_token": FRESH, "token_type": "Bearer"}, {})]
@@ -278,7 +284,7 @@ def test_a_token_without_expires_in_is_kept_until_the_api_refuses_it(idp, make_p
     assert provider.token() == "token-2"
 
 
-@pytest.mark.parametrize("expires_in", ["5m", "²", "", 0, -5, True, {"seconds": 300}, [300]])
+@pytest.mark.parametrize("expires_in", ["5m", "²", "", 0, -5, True, float("inf"), {"seconds": 300}, [300]])
 def test_an_unreadable_expires_in_is_diagnosed_as_such(idp, make_provider, expires_in):
     idp.answers = [ok(expires_in=expires_in)]
     with pytest.raises(UpstreamProtocolError) as raised:
