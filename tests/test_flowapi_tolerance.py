@@ -1,5 +1,6 @@
 """The parsing edge of the Flow API client: what a service that reads the spec differently may send."""
 
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -28,6 +29,7 @@ MOMENT = datetime(2026, 11, 22, 12, 5, 0, 123000, tzinfo=timezone.utc)
         "2026-11-22T12:05:00.123Z",
         "2026-11-22T13:05:00.123+01:00",
         "2026-11-22T12:05:00.123z",
+        "2026-11-22T12:05:00.123",  # no offset: UTC, as every time the spec gives
         1795349100.123,
         1795349100123,
         "1795349100123",
@@ -35,6 +37,16 @@ MOMENT = datetime(2026, 11, 22, 12, 5, 0, 123000, tzinfo=timezone.utc)
 )
 def test_timestamps_in_every_style_read_as_the_same_moment(value):
     assert parse_timestamp(value) == MOMENT
+
+
+def test_a_time_without_an_offset_is_utc_whatever_the_servers_zone(monkeypatch):
+    monkeypatch.setenv("TZ", "Europe/Oslo")
+    time.tzset()
+    try:
+        assert parse_timestamp("2026-11-22T12:05:00.123") == MOMENT
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 @pytest.mark.parametrize(

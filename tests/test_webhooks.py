@@ -272,6 +272,24 @@ def test_a_server_that_gives_no_client_address_stores_it_as_unknown_as_refusals_
     assert stored_event.source_ip == refusal.source_ip == "unknown"
 
 
+def test_a_stored_delivery_has_a_debug_access_line_naming_its_sender(hook_app, caplog):
+    access = logging.getLogger("portal.access")
+    access.addHandler(caplog.handler)  # the migrations' fileConfig replaced root's
+    before = access.level
+    access.setLevel(logging.DEBUG)
+    caplog.handler.setLevel(logging.DEBUG)
+    try:
+        sender = hook_app.test_client()
+        sender.environ_base["REMOTE_ADDR"] = "203.0.113.7"
+        assert deliver(sender, event(flow_id="flow-logged")).status_code == 200
+    finally:
+        access.setLevel(before)
+        access.removeHandler(caplog.handler)
+    [line] = {id(record): record for record in caplog.records if record.name == "portal.access"}.values()
+    assert (line.levelno, line.path, line.endpoint, line.status) == (logging.DEBUG, PATH, "webhooks.receive", 200)
+    assert line.remote_addr == "203.0.113.7" and line.user_id is None
+
+
 def test_a_rejection_tallied_and_sampled_without_an_address(hook_app):
     with hook_app.app_context():
         record_rejection("bad signature", None, None, {}, b"{}", keep=10)
