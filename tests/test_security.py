@@ -618,6 +618,7 @@ def test_an_hmac_event_still_stored_after_the_retention_window_shrank_is_a_dupli
 def test_a_foreign_host_header_is_refused(client):
     refused = client.get("/login", headers={"Host": "evil.example"})
     assert refused.status_code == 400 and "frame-ancestors 'none'" in refused.headers["Content-Security-Policy"]
+    assert "This portal does not answer to that host name." in refused.text, "what the person who typed it needs"
     assert client.get("/healthz", headers={"Host": "127.0.0.1:5000"}).status_code == 200
 
 
