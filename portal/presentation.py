@@ -16,6 +16,7 @@ from . import current
 from .i18n import Words, request_words, translated
 from .i18n import gettext as _
 from .labels import access_kind_label, action_label, audit_action_label, purpose_label, role_label, status_label
+from .listing import FLOW_ID
 from .masking import mask_document, mask_national_id, mask_text
 
 STATUS_TONES = {
@@ -131,6 +132,12 @@ def flow_url(flow_id) -> str:
     return prefix + _path_segment(str(flow_id))
 
 
+def openable_flow_id(value) -> bool:
+    """Whether a flow page can be opened by this id (`{% if id is openable_flow_id %}`): an event may name its flow
+    by anything, and a link that can only lead to "not found" is worse than the id shown as text."""
+    return isinstance(value, str) and FLOW_ID.fullmatch(value) is not None
+
+
 @lru_cache(maxsize=4096)
 def _path_segment(text: str) -> str:
     return quote(text, safe=PATH_SEGMENT_SAFE)
@@ -216,6 +223,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(local_time, "localtime")
     app.add_template_filter(utc_time, "utctime")
     app.add_template_filter(flow_url, "flow_url")
+    app.add_template_test(openable_flow_id, "openable_flow_id")
     app.add_template_filter(status_tone, "tone")
     app.add_template_filter(shown, "shown")
     app.add_template_filter(source_name, "source_name")

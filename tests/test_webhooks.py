@@ -7,9 +7,11 @@ never from the code under test.
 import base64
 import hashlib
 import hmac
+import html
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -475,6 +477,20 @@ def test_event_page_shows_body_and_headers(plain_app):
     assert "msg_show" in page and "webhook-timestamp" in page and "&#34;status&#34;: &#34;Opened&#34;" in page
     assert "15108695088" not in page
     assert staff.get("/events/999999").status_code == 404
+
+
+@pytest.mark.parametrize("flow_id", ["legacy/42", "flow 42", "flow.42"])
+def test_an_event_naming_a_flow_no_page_can_open_shows_the_id_without_a_link(plain_app, flow_id):
+    deliver(plain_app.test_client(), event(flow_id=flow_id, referenceId="LA-42"), message_id="msg_odd")
+    deliver(plain_app.test_client(), event(flow_id="flow-42"), message_id="msg_plain")
+    staff = admin_client(plain_app)
+    listed = staff.get("/events").text
+    odd, plain = (row.id for row in stored(plain_app))
+    detail = staff.get(f"/events/{odd}").text
+    for page in (listed, detail):
+        assert html.escape(flow_id) in page
+        assert not re.search(r'href="/flows/(legacy|flow[ .%])', page), "no link that can only lead to not found"
+    assert 'href="/flows/flow-42"' in listed and 'href="/flows/flow-42"' in staff.get(f"/events/{plain}").text
 
 
 def test_rejected_deliveries_page_for_admins(plain_app):
