@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from sqlalchemy import text
 from standardwebhooks import Webhook
 from support import portal_config, signed_in_as
 
@@ -290,6 +291,24 @@ def test_a_stored_delivery_has_a_debug_access_line_naming_its_sender(hook_app, c
     [line] = {id(record): record for record in caplog.records if record.name == "portal.access"}.values()
     assert (line.levelno, line.path, line.endpoint, line.status) == (logging.DEBUG, PATH, "webhooks.receive", 200)
     assert line.remote_addr == "203.0.113.7" and line.user_id is None
+
+
+def test_a_database_that_refuses_the_row_is_a_500_in_json_never_a_2xx(hook_app, hook_client, database_url):
+    with hook_app.app_context():  # a fault of the database itself: a trigger that refuses every new event
+        if database_url.startswith("sqlite"):
+            db.session.execute(
+                text("CREATE TRIGGER refuse BEFORE INSERT ON webhook_events BEGIN SELECT RAISE(ABORT, 'no'); END")
+            )
+        else:
+            db.session.execute(
+                text("CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'no'; END $$ LANGUAGE plpgsql")
+            )
+            db.session.execute(text("CREATE TRIGGER refuse BEFORE INSERT ON webhook_events EXECUTE FUNCTION refuse()"))
+        db.session.commit()
+    answer = deliver(hook_client, event(flow_id="flow-refused"))
+    assert (answer.status_code, answer.json) == (500, {"error": "internal error"})
+    assert "Retry-After" not in answer.headers, "not the database being away: nothing says when to try again"
+    assert stored(hook_app) == []
 
 
 def test_a_rejection_tallied_and_sampled_without_an_address(hook_app):
