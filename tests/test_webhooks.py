@@ -300,9 +300,8 @@ def test_a_database_that_refuses_the_row_is_a_500_in_json_never_a_2xx(hook_app, 
                 text("CREATE TRIGGER refuse BEFORE INSERT ON webhook_events BEGIN SELECT RAISE(ABORT, 'no'); END")
             )
         else:
-            db.session.execute(
-                text("CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'no'; END $$ LANGUAGE plpgsql")
-            )
+            refusal = "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN RAISE 'no'; END $$ LANGUAGE plpgsql"
+            db.session.execute(text(refusal))
             db.session.execute(text("CREATE TRIGGER refuse BEFORE INSERT ON webhook_events EXECUTE FUNCTION refuse()"))
         db.session.commit()
     answer = deliver(hook_client, event(flow_id="flow-refused"))
