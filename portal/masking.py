@@ -50,9 +50,6 @@ _SEPARATED_IN_TEXT = re.compile(
 _NORWEGIAN_IN_TEXT = re.compile(
     _ALONE_BEFORE + rf"(?P<date>[0-9]{{6}})(?P<sep>(?:{_SEP})?)(?P<rest>[0-9]{{5}})" + _ALONE_AFTER, re.ASCII
 )
-_SWEDISH_DIGITS_IN_TEXT = re.compile(
-    _ALONE_BEFORE + r"(?P<date>[0-9]{6}|[0-9]{8})(?P<sep>)(?P<rest>[0-9]{4})" + _ALONE_AFTER, re.ASCII
-)
 _SWEDISH_ISO_DATE_IN_TEXT = re.compile(  # 1981-12-18-9876: the birth date written as a date
     rf"(?<![0-9])(?P<date>(?:19|20)[0-9]{{2}}-[0-9]{{2}}-[0-9]{{2}})(?P<sep>{_SEP})(?P<rest>[0-9]{{4}})(?![0-9])",
     re.ASCII,
@@ -155,7 +152,6 @@ def mask_text(text: object) -> object:
         return text
     text = _SEPARATED_IN_TEXT.sub(_masked, text)
     text = _NORWEGIAN_IN_TEXT.sub(_masked, text)
-    text = _SWEDISH_DIGITS_IN_TEXT.sub(_masked_if_personnummer, text)
     for pattern, valid in _GLUED_IN_TEXT:
         text = pattern.sub(partial(_masked_if_valid, valid=valid), text)
     return text
@@ -202,10 +198,6 @@ def _mask_entry(key, value):
 
 def _masked(match: re.Match) -> str:
     return match["date"] + match["sep"] + MASK * len(match["rest"])
-
-
-def _masked_if_personnummer(match: re.Match) -> str:
-    return _masked(match) if _swedish(match[0]) else match[0]
 
 
 def _masked_if_valid(match: re.Match[str], valid: Callable[[str], bool]) -> str:
