@@ -254,6 +254,14 @@ def test_filters_agree_with_the_sandbox(world):
         assert set(ids(world.get(f"/flows?{query}&limit=100"))) == _expected(state, **wanted), query
 
 
+def test_each_result_shows_the_status_the_service_gave_it(world):
+    state = world.service_flows()
+    page = world.get("/flows?archived=all&limit=100")
+    rows = re.findall(r'<tr[^>]*\bdata-flow-id="([^"]+)"(.*?)</tr>', page.text, re.DOTALL)
+    shown = {flow_id: re.search(r'data-consent="([^"]+)"', cells)[1] for flow_id, cells in rows}
+    assert shown == {flow_id: flow["status"] for flow_id, flow in state.items()}
+
+
 def test_country_filter(world):
     countries = {"no": {0, 5, 6, 7}, "se": {1, 2}, "fi": {3, 4}}
     for country, positions in countries.items():

@@ -71,6 +71,7 @@ def test_unix_time_is_seconds_up_to_1e11_and_milliseconds_beyond():
     [
         ("/api/flows/3f2c9a1e-7b4d-4c1a-9e2f-0a1b2c3d4e5f", "3f2c9a1e-7b4d-4c1a-9e2f-0a1b2c3d4e5f"),
         (" https://flow.example/api/flows/abc-123/ ", "abc-123"),
+        ("/api/flows/LOAN-X//", "LOAN-X"),  # only slashes are trimmed
         ("/api/flows/not an id!", None),
         (42, None),
     ],
@@ -313,6 +314,7 @@ def test_list_items_under_another_key_and_ids_of_other_shapes():
         ({"flowId": "f-1", "referenceId": "LA-1"}, {}, "f-1"),
         (None, {"Location": "/api/flows/f-2"}, "f-2"),
         (None, {"Location": "https://flow.example/api/flows/f-3/"}, "f-3"),
+        (None, {"location": "/api/flows/f-7"}, "f-7"),  # headers as a plain dict of lower-case names
         ({"_links": {"self": {"href": "/api/flows/f-4"}}}, {}, "f-4"),
         ({"_links": {"self": "/api/flows/f-5"}}, {}, "f-5"),
         ({"flow": {"flowId": "f-6"}}, {}, "f-6"),

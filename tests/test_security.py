@@ -587,6 +587,20 @@ def test_an_hmac_event_replayed_after_pruning_stays_a_duplicate(make_app):
         assert db.session.query(WebhookEvent).count() == 0
 
 
+def test_an_hmac_body_replayed_under_another_id_after_its_removal_stays_a_duplicate(make_app, sqlite_url):
+    """Removed by retention, then past a window shortened since: the body's hash, not its id, tells it was seen."""
+    settings = {"FLOW_WEBHOOK_SCHEME": "hmac-sha256", "FLOW_WEBHOOK_SECRETS": HMAC_SECRET}
+    app = make_app(database=sqlite_url, **settings)
+    sent = (datetime.now(timezone.utc) - timedelta(days=60)).isoformat()
+    payload = {"id": "evt-2", "type": "flow.status_changed", "timestamp": sent}
+    assert hmac_delivery(app.test_client(), payload, id_header="first-id").get_json()["status"] == "stored"
+    with app.app_context():
+        assert prune_events(datetime.now(timezone.utc) + timedelta(seconds=1)) == 1
+    shorter = make_app(database=sqlite_url, PORTAL_EVENT_RETENTION_DAYS="30", **settings)
+    replay = hmac_delivery(shorter.test_client(), payload, id_header="second-id")
+    assert (replay.status_code, replay.get_json()) == (200, {"status": "duplicate", "id": "second-id"})
+
+
 def test_an_hmac_event_older_than_the_retention_window_is_refused(make_app):
     app = hmac_app(make_app)
     old = (datetime.now(timezone.utc) - timedelta(days=91)).isoformat()

@@ -39,6 +39,7 @@ from portal.webhooks.store import (
     iter_matching_events,
     left_out_by_reference,
     record_rejection,
+    rejection_summary,
     rejection_tallies,
     tally_rejection,
 )
@@ -308,6 +309,17 @@ def test_a_database_that_refuses_the_row_is_a_500_in_json_never_a_2xx(hook_app, 
     assert (answer.status_code, answer.json) == (500, {"error": "internal error"})
     assert "Retry-After" not in answer.headers, "not the database being away: nothing says when to try again"
     assert stored(hook_app) == []
+
+
+def test_the_rejection_summary_counts_each_kind_its_networks_and_when_last(hook_app):
+    with hook_app.app_context():
+        tally_rejection("signature", "192.0.2.0/24", "no secret matches")
+        tally_rejection("signature", "192.0.2.0/24", "no secret matches")
+        tally_rejection("signature", "198.51.100.0/24", "no secret matches")
+        tally_rejection("content_type", "192.0.2.0/24", "content type 'text/plain'")
+        last = {tally.kind: tally.last_at for tally in db.session.query(RejectionTally)}
+        summary = [(row.kind, row.count, row.sources, row.last_at) for row in rejection_summary()]
+    assert summary == [("content_type", 1, 1, last["content_type"]), ("signature", 3, 2, last["signature"])]
 
 
 def test_a_rejection_tallied_and_sampled_without_an_address(hook_app):

@@ -277,7 +277,7 @@ def rejection_summary() -> list[KindSummary]:
         select(
             RejectionTally.kind,
             func.sum(RejectionTally.count),
-            func.count(RejectionTally.source_ip),
+            func.count(),  # a row per network
             func.max(RejectionTally.last_at),
         )
         .group_by(RejectionTally.kind)
