@@ -29,7 +29,7 @@ from support import portal_config, signed_in_as
 
 from portal import create_app
 from portal.extensions import db
-from portal.models import RejectedDelivery, RejectionTally, WebhookEvent
+from portal.models import FlowRecord, RejectedDelivery, RejectionTally, WebhookEvent
 from portal.webhooks.shape import EventFields, EventShape, parse_fields, read_event
 from portal.webhooks.signing import standard_headers
 from portal.webhooks.store import (
@@ -745,6 +745,20 @@ def test_an_event_without_a_flow_id_joins_a_timeline_only_while_its_reference_na
         assert left_out_by_reference("4711", "LA-7") == 0
         assert events_for_flow("4712", "LA-7") == [], "an event names another flow with the reference"
         assert left_out_by_reference("4712", "LA-7") == 1
+
+
+def test_an_event_naming_another_flow_keeps_a_loose_event_off_even_before_the_index_knows_it(plain_app):
+    client = plain_app.test_client()
+    assert deliver(client, flat_event(flowId="4711", referenceId="LA-7", id="evt-own")).status_code == 200
+    assert deliver(client, flat_event(flowId=None, referenceId="LA-7", id="evt-loose")).status_code == 200
+    own, loose = stored(plain_app)
+    with plain_app.app_context():
+        assert plain_app.extensions["flow_index"].flush(10)
+        db.session.query(FlowRecord).delete()  # an index that has not heard of flow 4711 (lagging, or rebuilt)
+        db.session.commit()
+        assert events_for_flow("4712", "LA-7") == [], "the event naming 4711 says the reference is not 4712's alone"
+        # its own event is no other
+        assert [event.id for event in events_for_flow("4711", "LA-7")] == [own.id, loose.id]
 
 
 def test_webhook_fields_override_a_path(make_app, database_url):
