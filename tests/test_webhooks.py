@@ -714,6 +714,17 @@ def test_read_event_follows_field_overrides_and_other_time_names():
     assert read_event(payload, shape) == EventFields("7", "x.y", "f9", None, "b", "1700000000")
 
 
+@pytest.mark.parametrize("status_path", ["payload.states.first", "payload.states.2", "payload.states.-1"])
+def test_a_field_path_into_a_list_by_no_usable_position_finds_nothing(status_path):
+    shape = EventShape("auto", parse_fields(f"status={status_path}"))
+    assert read_event({"payload": {"states": ["a", "b"]}}, shape).status is None
+
+
+def test_a_one_character_event_id_is_kept_as_given(hook_app, hook_client):
+    assert deliver(hook_client, event(), message_id="7").get_json() == {"status": "stored", "id": "7"}
+    assert [row.event_id for row in stored(hook_app)] == ["7"]
+
+
 def test_a_flat_event_is_linked_to_its_flow_and_shown(plain_app):
     assert deliver(plain_app.test_client(), flat_event(flowId=4711, id="evt-flat")).status_code == 200
     [row] = stored(plain_app)
