@@ -254,8 +254,9 @@ def test_a_post_is_not_retried_on_503(sandbox, flow_client):
 def test_malformed_json_is_a_protocol_error(sandbox, flow_client):
     flow_client.list_flows()
     sandbox.fault(mode="malformed", count=1)
-    with pytest.raises(UpstreamProtocolError):
+    with pytest.raises(UpstreamProtocolError) as raised:
         flow_client.list_flows()
+    assert (raised.value.code, str(raised.value)) == ("malformed_json", "The Flow Service sent a body that is not JSON")
 
 
 def test_a_service_that_speaks_no_tls_on_an_https_address_is_a_tls_failure(sandbox):

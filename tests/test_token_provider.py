@@ -273,6 +273,16 @@ def test_expires_in_with_a_fraction_is_read(idp, make_provider, clock):
     assert provider.token() == "token-1" and provider.describe()["lifetime"] == 299.5
 
 
+@pytest.mark.parametrize(("scope", "described"), [("flows:read flows:write", "flows:read flows:write"), (7, "")])
+def test_the_granted_scopes_are_described_as_the_provider_said_them(idp, make_provider, scope, described):
+    idp.answers = [ok(scope=scope)]
+    assert make_provider().describe() == {"lifetime": 300, "scopes": described}
+
+
+def test_a_token_answer_without_scope_describes_none(idp, make_provider):
+    assert make_provider().describe() == {"lifetime": 300, "scopes": ""}
+
+
 def test_a_token_without_expires_in_is_kept_until_the_api_refuses_it(idp, make_provider, clock):
     # RFC 6749 §5.1 only recommends expires_in; the transport invalidates the token on a 401.
     idp.answers = [(200, {"access_token": FRESH, "token_type": "Bearer"}, {})]
