@@ -280,6 +280,7 @@ def test_unreachable_service_is_upstream_unavailable(sandbox, caplog):
     attempts = [record.getMessage() for record in caplog.records if record.msg.startswith("flowapi: %s %s ->")]
     assert attempts and attempts[-1].startswith("flowapi: GET /api/flows -> unreachable in "), "no status: the code"
     assert attempts[-1].endswith(f" ms (request {raised.value.request_id})")
+    assert str(raised.value) == "Cannot reach the Flow Service (ConnectionError)", "the kind of failure, in words"
     with pytest.raises(UpstreamUnavailable):
         make_client("http://127.0.0.1:9").list_flows()
 
