@@ -385,7 +385,7 @@ def wait_for_delivery(sandbox, url: str) -> dict:
     raise AssertionError(f"no delivery to {url}: {sandbox.deliveries()}")
 
 
-def test_every_log_line_of_a_session_is_json_without_secrets(gunicorn_portal, sandbox, hostile, make_user):
+def test_every_log_line_of_a_gunicorn_session_is_json_without_secrets(gunicorn_portal, sandbox, hostile, make_user):
     url, browser = gunicorn_portal.url, requests.Session()
     signed = submit(browser, url + "/login", username=make_user("operator"), password=PASSWORD)
     assert signed.status_code == 302, signed.text[:500]
