@@ -17,7 +17,7 @@ from .i18n import Words, request_words, translated
 from .i18n import gettext as _
 from .labels import access_kind_label, action_label, audit_action_label, purpose_label, role_label, status_label
 from .listing import FLOW_ID
-from .masking import mask_document, mask_national_id, mask_text
+from .masking import mask_document, mask_flow_id, mask_national_id, mask_text
 
 STATUS_TONES = {
     "Unopened": "neutral",
@@ -230,6 +230,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(pretty_json, "pretty_json")
     app.add_template_filter(mask_document, "mask_personal")
     app.add_template_filter(mask_text, "mask_text")
+    app.add_template_filter(mask_flow_id, "mask_flow_id")
     app.add_template_filter(status_hint, "status_hint")
     app.add_template_filter(status_label, "status_label")
     app.add_template_filter(action_label, "action_label")

@@ -17,7 +17,7 @@ from .flowindex.status import FlowStatus, Reading
 from .i18n import Words, request_words
 from .i18n import gettext as _
 from .labels import status_label
-from .masking import mask_text
+from .masking import mask_flow_id, mask_text
 from .presentation import local_time, source_name, status_hint, status_tone, utc_time
 
 
@@ -53,9 +53,9 @@ def flow_id_cell(flow_id: str, href: str | None = None) -> Markup:
     """A flow id in a list: its first 8 characters shown, the whole id in its text (screen readers, find, copy)
     and on hover, and a Copy button (portal.js shows it; without JavaScript the id can still be selected).
 
-    Shown masked like any text: a service (or a forged event) naming a flow by a national id must not show it;
-    a UUID is left as it is."""
-    return _built(_flow_id_html(mask_text(flow_id), href, request_words().language))
+    Shown masked like any text (`mask_flow_id`): a service (or a forged event) naming a flow by a national id must
+    not show it; a UUID is left as it is."""
+    return _built(_flow_id_html(mask_flow_id(flow_id), href, request_words().language))
 
 
 @lru_cache(maxsize=4096)

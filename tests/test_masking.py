@@ -22,7 +22,7 @@ from stdnum.se import personnummer
 from support import add_user, deliver_signed, sign_in
 
 from portal.extensions import db
-from portal.masking import is_national_id_key, mask_document, mask_national_id, mask_text
+from portal.masking import is_national_id_key, mask_document, mask_flow_id, mask_national_id, mask_text
 from portal.models import FlowRecord, WebhookEvent
 
 NORWEGIAN = "15108695088"
@@ -442,6 +442,21 @@ def test_a_flow_named_by_a_national_id_shows_it_masked(make_app):
         page = viewer.get(path).get_data(as_text=True)
         assert "131052-••••" in page, path
         assert_no_full_id(re.sub(r'href="[^"]*"', "", page))
+
+
+# Random UUIDs in which a run of digits reads as a valid national id (about one in 8,000 does).
+UUIDS_HOLDING_AN_ID = (
+    "4014c8ed-cd15-4e9e-bf57-ff2203813460",
+    "1e950107-0750-41c9-8bda-5e309c2260af",
+    "d7bdac1f-c506-44bc-a07a-2d6504241115",
+)
+
+
+@pytest.mark.parametrize("flow_id", UUIDS_HOLDING_AN_ID)
+def test_a_uuid_flow_id_is_shown_whole_though_its_digits_read_as_an_id(flow_id):
+    assert mask_text(flow_id) != flow_id, "in free text such digits are masked, as any valid id"
+    assert mask_flow_id(flow_id) == flow_id and mask_flow_id(flow_id.upper()) == flow_id.upper()
+    assert mask_flow_id(FINNISH) == "131052-••••" and mask_flow_id(f"x{flow_id}") == mask_text(f"x{flow_id}")
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])

@@ -187,6 +187,15 @@ def test_list_walk_reaches_every_flow_once_or_says_why(staff, alt, paging):
     assert not broken, "\n".join(broken)
 
 
+def test_a_uuid_whose_digits_read_as_a_national_id_is_listed_whole(staff, alt):
+    """Staff copy the id from the list: a UUID is shown as it is (one in 8,000 holds digits like an id)."""
+    flow_id = "4014c8ed-cd15-4e9e-bf57-ff2203813460"
+    alt.flows[0].id = flow_id
+    page = get(staff, "/flows")
+    row = re.search(rf'<tr data-flow-id="{flow_id}">.*?</tr>', page.text, re.DOTALL)
+    assert row and f'data-copy="{flow_id}"' in row[0] and f'title="{flow_id}"' in row[0], "shown, kept and copied whole"
+
+
 def test_current_tab_asks_for_unarchived_flows_explicitly(staff, alt):
     """A service that lists everything when `archived` is absent must still give Current only current flows."""
     alt.set(archived_default="all", items="empty")
