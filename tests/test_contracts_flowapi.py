@@ -33,8 +33,8 @@ from portal.flowapi import (
     build_client,
 )
 from portal.flowapi.errors import outcome_kind
+from portal.flowapi.retrying import backoff_seconds, retry_after_seconds
 from portal.flowapi.text import redact
-from portal.flowapi.transport import _backoff, retry_after_seconds
 from portal.masking import mask_document
 from portal.settings import load_settings
 
@@ -218,7 +218,7 @@ def test_internals_in_a_json_problem_are_withheld_and_logged_with_the_request_id
 
 def test_the_backoff_doubles_from_a_fifth_of_a_second_up_to_two_seconds():
     for attempt, ceiling in ((0, 0.2), (1, 0.4), (2, 0.8), (3, 1.6), (4, 2.0), (10, 2.0)):
-        delays = [_backoff(attempt) for _ in range(300)]
+        delays = [backoff_seconds(attempt) for _ in range(300)]
         assert all(ceiling / 2 <= delay <= ceiling for delay in delays), (attempt, min(delays), max(delays))
         # spread over the whole upper half (jitter): no run of 300 misses the top or bottom tenth of it
         assert min(delays) < ceiling * 0.55 and max(delays) > ceiling * 0.95, (attempt, min(delays), max(delays))

@@ -195,6 +195,8 @@ def test_persistent_5xx_is_upstream_unavailable_within_the_budget(sandbox, clock
         clocked_client.list_flows()
     assert raised.value.status == 502 and raised.value.request_id
     assert len(clock.slept) == 2, "FLOW_RETRIES (2) retries, then the error"
+    first, second = clock.slept
+    assert 0.1 <= first <= 0.2 and 0.2 <= second <= 0.4, "the back-off doubles"
     assert sum(clock.slept) <= 3, "the waits fit in FLOW_RETRY_BUDGET"
 
 

@@ -17,8 +17,8 @@ from portal.flowapi.records import (
     parse_timestamp,
     read_flag,
 )
+from portal.flowapi.retrying import retry_after_seconds
 from portal.flowapi.text import safe_reason
-from portal.flowapi.transport import retry_after_seconds
 
 MOMENT = datetime(2026, 11, 22, 12, 5, 0, 123000, tzinfo=timezone.utc)
 

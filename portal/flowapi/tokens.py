@@ -3,7 +3,6 @@
 import copy
 import logging
 import math
-import random
 import re
 import threading
 import time
@@ -32,6 +31,7 @@ from .errors import (
     outcome_kind,
 )
 from .guard import sandbox_refusal
+from .retrying import backoff_seconds, retry_after_seconds
 from .text import safe_reason
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,6 @@ REFUSALS = {
     "invalid_grant": "refused the grant",
 }
 FAILURE_MEMORY = 2.0  # seconds a failed fetch is remembered: the threads queued behind it fail with it
-BACKOFF_BASE, BACKOFF_CAP = 0.2, 2.0
 MAX_LIFETIME = 10 * 365 * 86400
 MAX_DESCRIPTION = 200
 _SECONDS = re.compile(r"[0-9]{1,10}")  # ASCII only: "²".isdigit() is True
@@ -159,7 +158,7 @@ class ClientCredentialsProvider:
                 return self._fetch_once()
             except _Transient as transient:
                 error = transient.error
-                delay = transient.retry_after if transient.retry_after is not None else _backoff(attempt)
+                delay = transient.retry_after if transient.retry_after is not None else backoff_seconds(attempt)
                 if attempt >= self._retries or self._clock() + delay > deadline:
                     raise error from None
             log.warning("flowapi: token request failed (%r), retrying in %.2f s", error.support_code, delay)
@@ -368,15 +367,7 @@ def _sentence(message: str, description: str | None) -> str:
 
 
 def _retry_after(response: requests.Response) -> float | None:
-    # Imported here: the transport imports this module (for TokenProvider), so not at the top.
-    from .transport import retry_after_seconds
-
     return retry_after_seconds(response.headers.get("Retry-After"))
-
-
-def _backoff(attempt: int) -> float:
-    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2.0**attempt)
-    return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
 class SelfSignedJwtProvider:

@@ -5,15 +5,11 @@ a time budget: `Retry` sleeps for whatever `Retry-After` says and knows nothing 
 """
 
 import logging
-import math
 import os
-import random
-import re
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import requests
@@ -36,6 +32,7 @@ from .errors import (
 )
 from .guard import sandbox_refusal
 from .problems import read_problem
+from .retrying import backoff_seconds, retry_after_seconds
 from .text import redact
 from .tokens import TokenProvider
 
@@ -45,9 +42,6 @@ log = logging.getLogger(__name__)
 
 RETRYABLE_STATUSES = (429, 502, 503, 504)
 REQUEST_ID_HEADER = "X-Request-Id"
-BACKOFF_BASE, BACKOFF_CAP = 0.2, 2.0
-MAX_RETRY_AFTER = 3600.0
-_DELAY_SECONDS = re.compile(r"[0-9]{1,7}(\.[0-9]{1,3})?")  # ASCII only: "²".isdigit() is True
 
 
 def environment_resolved_once(session: requests.Session, url: str) -> requests.Session:
@@ -146,7 +140,7 @@ class Transport:
                 continue
             if not (idempotent and error.retryable) or attempt >= self.retries:
                 raise error
-            delay = retry_after if retry_after is not None else _backoff(attempt)
+            delay = retry_after if retry_after is not None else backoff_seconds(attempt)
             if self._clock() + delay > deadline:
                 raise error
             log.warning("flowapi: %s %s failed (%r), retrying in %.2f s", method, path, error.support_code, delay)
@@ -237,26 +231,6 @@ class Transport:
 def _retryable(error: FlowApiError) -> FlowApiError:
     error.retryable = True
     return error
-
-
-def _backoff(attempt: int) -> float:
-    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2.0**attempt)
-    return ceiling / 2 + random.uniform(0, ceiling / 2)
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Retry-After as seconds (RFC 9110: delay-seconds or an HTTP-date), None when unreadable."""
-    value = (value or "").strip()
-    if _DELAY_SECONDS.fullmatch(value):
-        return min(float(value), MAX_RETRY_AFTER)
-    try:
-        moment = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if moment is None or moment.tzinfo is None:
-        return None
-    delay = moment.timestamp() - (time.time() if now is None else now)
-    return min(max(delay, 0.0), MAX_RETRY_AFTER) if math.isfinite(delay) else None
 
 
 def _json_or_none(response: requests.Response) -> Any:
