@@ -217,6 +217,16 @@ def test_a_bare_flow_object_is_read_as_the_flow():
     assert FlowDetail.from_json({"flowId": "f-2", "referenceId": 7}).reference_id == "7"
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [{"id": "f-6", "referenceId": "LA-6"}, {"flow": {"id": "f-6", "referenceId": "LA-6"}}],
+    ids=["bare", "wrapped"],
+)
+def test_a_flow_named_by_id_alone_is_read_bare_or_wrapped(answer):
+    detail = FlowDetail.from_json(answer, requested_id="asked-for")
+    assert (detail.flow_id, detail.reference_id) == ("f-6", "LA-6"), "its own id, not the one asked for"
+
+
 def test_one_incident_record_without_an_id_is_incident_1():
     detail = FlowDetail.from_json({"flowId": "f-4", "incidents": {"message": "webhook failed", "taskType": "x"}})
     assert [(incident.id, incident.message) for incident in detail.incidents] == [("1", "webhook failed")]
@@ -261,6 +271,21 @@ def test_a_created_flow_is_found_by_the_id_and_reference_of_its_flow_object():
 def test_field_complaints_are_read_under_each_name_services_use(key):
     problem = read_problem(422, {key: [{"name": "lastName", "reason": "too long"}]})
     assert [(detail.field, detail.message) for detail in problem.details] == [("lastName", "too long")]
+
+
+@pytest.mark.parametrize("words", ["message", "reason", "detail", "title"])
+def test_a_field_complaint_is_read_under_each_name_for_its_words(words):
+    problem = read_problem(422, {"errors": [{"field": "lastName", words: "too long"}]})
+    assert [(detail.field, detail.message) for detail in problem.details] == [("lastName", "too long")]
+
+
+@pytest.mark.parametrize("words", ["detail", "message", "error_description", "title"])
+def test_the_reason_is_read_under_each_name_services_use(words):
+    assert read_problem(503, {words: "down for maintenance"}).reason == "down for maintenance"
+
+
+def test_the_detail_is_the_reason_before_the_title():
+    assert read_problem(404, {"title": "Not Found", "detail": "No flow f-1"}).reason == "No flow f-1"
 
 
 @pytest.mark.parametrize(
