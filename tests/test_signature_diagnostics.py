@@ -740,15 +740,29 @@ def test_an_hmac_header_that_is_no_hex_digest_says_what_it_is(value, code, words
     assert (diagnosis.code, diagnosis.detail) == (code, words)
 
 
-@pytest.mark.parametrize("form", ["standard", "url-safe-unpadded", "prefixed"])
-def test_an_hmac_sent_as_base64_in_any_alphabet_is_a_wrong_scheme(form):
-    digest = hmac.new(PLAIN_LIVE.encode(), EVENT, hashlib.sha256).digest()
+def body_whose_url_safe_digest_holds(wanted: set[str]) -> tuple[bytes, bytes]:
+    """An event (by its padding) whose HMAC under PLAIN_LIVE, in base64url, holds of "-" and "_" just `wanted`."""
+    for padding in range(10_000):
+        body = json.dumps(payload() | {"padding": padding}).encode()
+        digest = hmac.new(PLAIN_LIVE.encode(), body, hashlib.sha256).digest()
+        if {"-", "_"} & set(base64.urlsafe_b64encode(digest).decode()) == wanted:
+            return body, digest
+    raise AssertionError(f"no body found for {wanted}")
+
+
+@pytest.mark.parametrize(
+    ("form", "url_characters"),
+    [("standard", set()), ("url-safe-unpadded", {"-"}), ("url-safe-unpadded", {"_"}), ("url-safe", {"-", "_"})],
+    ids=["standard", "url-safe-dash-only", "url-safe-underscore-only", "url-safe-both"],
+)
+def test_an_hmac_sent_as_base64_in_any_alphabet_is_a_wrong_scheme(form, url_characters):
+    body, digest = body_whose_url_safe_digest_holds(url_characters)
     value = {
         "standard": base64.b64encode(digest).decode(),
         "url-safe-unpadded": base64.urlsafe_b64encode(digest).decode().rstrip("="),
-        "prefixed": "sha256=" + base64.b64encode(digest).decode(),
+        "url-safe": base64.urlsafe_b64encode(digest).decode(),
     }[form]
-    assert plain({"X-Flow-Signature": value}).detail == (
+    assert plain({"X-Flow-Signature": value}, body=body).detail == (
         "X-Flow-Signature carries the HMAC-SHA256 as base64 where the hmac-sha256 scheme wants hex: have the "
         "sender send hex, or use FLOW_WEBHOOK_SCHEME=standard-webhooks"
     )
