@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 
 import pytest
 from support import portal_config, production_settings, signed_in_as
+from werkzeug.datastructures import Headers
 
 from portal.extensions import db
 from portal.models import RejectedDelivery
@@ -521,6 +522,14 @@ def test_each_missing_standard_header_is_named_alone():
     assert standard(headers).detail.startswith("no webhook-id, webhook-signature header:")
 
 
+def test_a_standard_delivery_missing_its_timestamp_is_not_read_as_a_signature_in_another_header():
+    """Its own webhook-signature (named as HTTP stacks capitalise it) is no sign of another scheme."""
+    headers = Headers([(name.title(), value) for name, value in signed(LIVE).items() if name != "webhook-timestamp"])
+    assert standard(headers).detail == (
+        "no webhook-timestamp header: the sender does not use Standard Webhooks, or a proxy drops these headers"
+    )
+
+
 @pytest.mark.parametrize(
     ("timestamp", "words"),
     [
@@ -820,6 +829,11 @@ def test_a_body_without_a_usable_id_looks_up_nothing(body):
             "FLOW_WEBHOOK_SCHEME=hmac-sha256: set FLOW_WEBHOOK_SCHEME=standard-webhooks and whsec_ secrets",
         ),
         (
+            {"Webhook-Id": "msg_1", "Webhook-Timestamp": "1", "Webhook-Signature": "v1,AAAA"},
+            "the delivery carries Standard Webhooks headers (webhook-id, -timestamp, -signature) while "
+            "FLOW_WEBHOOK_SCHEME=hmac-sha256: set FLOW_WEBHOOK_SCHEME=standard-webhooks and whsec_ secrets",
+        ),
+        (
             {"X-Hub-Signature-256": "sha256=" + "ab" * 32},
             "the delivery carries GitHub's X-Hub-Signature-256 (hex HMAC of the body) where FLOW_WEBHOOK_HEADER names "
             "X-Flow-Signature: set FLOW_WEBHOOK_HEADER=X-Hub-Signature-256",
@@ -830,7 +844,7 @@ def test_a_body_without_a_usable_id_looks_up_nothing(body):
             "FLOW_WEBHOOK_HEADER=X-Body-HMAC",
         ),
     ],
-    ids=["svix", "stripe", "standard", "github-unconfirmed", "hmac-in-the-name"],
+    ids=["svix", "stripe", "standard", "standard-capitalised", "github-unconfirmed", "hmac-in-the-name"],
 )
 def test_an_hmac_delivery_signed_under_another_scheme_names_it(headers, words):
     diagnosis = plain(headers)
