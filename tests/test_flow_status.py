@@ -270,6 +270,8 @@ def test_the_events_csv_is_the_filtered_list_streamed_audited_and_masked(status_
 
     everything = list(csv.DictReader(io.StringIO(staff.get("/events/export.csv").get_data(as_text=True))))
     assert len(everything) == 4
+    incidents = csv.DictReader(io.StringIO(staff.get("/events/export.csv?type=flow.incident").get_data(as_text=True)))
+    assert [(row["type"], row["flow_id"]) for row in incidents] == [("flow.incident", "flow-other")], "by type too"
     assert staff.get("/events/export.csv?flow=%3Cx%3E").status_code == 302
 
 
