@@ -16,11 +16,10 @@ from flask import url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
 
-from .flowapi import FlowPage
+from .flowapi import FLOW_ID, FlowPage
 
 PAGE_SIZES = (10, 25, 50, 100)
 DEFAULT_LIMIT = 10
-FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 _SEEN = re.compile(r"[0-9a-f]{16}")
 _PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_.\[\]-]{0,40}")
 MAX_POSITION_VALUE, MAX_POSITION_PARAMS = 512, 4

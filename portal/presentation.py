@@ -13,10 +13,10 @@ from flask_babel import format_number, get_locale
 from flask_babel import lazy_gettext as _l
 
 from . import current
+from .flowapi import FLOW_ID
 from .i18n import Words, request_words, translated
 from .i18n import gettext as _
 from .labels import access_kind_label, action_label, audit_action_label, purpose_label, role_label, status_label
-from .listing import FLOW_ID
 from .masking import mask_document, mask_flow_id, mask_national_id, mask_text
 
 STATUS_TONES = {

@@ -17,9 +17,10 @@ from .errors import (
     UpstreamUnavailable,
     ValidationFailed,
 )
-from .records import CreatedFlow, FlowDetail, FlowPage, FlowSummary
+from .records import FLOW_ID, CreatedFlow, FlowDetail, FlowPage, FlowSummary
 
 __all__ = [
+    "FLOW_ID",
     "Conflict",
     "CreatedFlow",
     "EndpointNotFound",

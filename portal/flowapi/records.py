@@ -18,7 +18,8 @@ from .errors import UpstreamProtocolError
 MAX_TEXT = 1000
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 _EPOCH = re.compile(r"[0-9]{9,14}(\.[0-9]+)?")
-_FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+# A flow id the portal can put in a path and a link: what the spec's UUIDs and every id seen so far look like.
+FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 # Continuation styles seen in list APIs: the key that names the next page, and the query parameter that asks for it.
 NEXT_TOKENS = {
     "next_cursor": "cursor",
@@ -124,7 +125,7 @@ def flow_id_from_path(path: Any) -> str | None:
     if not isinstance(path, str):
         return None
     last = urlsplit(path.strip()).path.rstrip("/").rsplit("/", 1)[-1]
-    return last if _FLOW_ID.fullmatch(last) else None
+    return last if FLOW_ID.fullmatch(last) else None
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ class FlowSummary:
         item = item if isinstance(item, dict) else {}
         flow_id = _identifier(item, "id", "flowId")
         return cls(
-            id=flow_id if flow_id and _FLOW_ID.fullmatch(flow_id) else None,
+            id=flow_id if flow_id and FLOW_ID.fullmatch(flow_id) else None,
             national_id=_text(item, "nationalId"),
             status=_text(item, "status"),
             reference_id=_identifier(item, "referenceId"),
@@ -242,7 +243,7 @@ class CreatedFlow:
             flow_id_from_path(self_link),
             flow_id_from_path((headers or {}).get("Location") or (headers or {}).get("location")),
         )
-        flow_id = next((found for found in candidates if found and _FLOW_ID.fullmatch(found)), None)
+        flow_id = next((found for found in candidates if found and FLOW_ID.fullmatch(found)), None)
         return cls(flow_id, _identifier(payload, "referenceId") or _identifier(flow, "referenceId"), payload)
 
 

@@ -14,6 +14,7 @@ from ..audit import record_audit
 from ..csvexport import csv_response
 from ..errors import csrf_error_page, upstream_explained, upstream_status
 from ..flowapi import (
+    FLOW_ID,
     Conflict,
     EndpointNotFound,
     FlowApiError,
@@ -40,7 +41,7 @@ from ..flowindex.status import consent_since, status_of_detail, status_of_record
 from ..flowindex.store import index_record
 from ..flowsearch import SearchQuery, read_search, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, RevealForm
-from ..listing import DEFAULT_LIMIT, FLOW_ID, ListQuery, navigate, parse_list_query
+from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query
 from ..masking import mask_national_id
 from ..models import utc_now
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
