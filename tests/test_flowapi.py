@@ -75,6 +75,12 @@ def test_client_credentials_end_to_end(sandbox, flow_client):
     assert detail.raw["flow"]["flowId"] == created.flow_id
 
 
+def test_a_list_without_a_size_asks_for_ten(make_sandbox):
+    sandbox = make_sandbox(SANDBOX_SEED="30")
+    page = make_client(sandbox.url).list_flows()
+    assert len(page.items) == 10 and page.has_more is True
+
+
 def test_self_signed_jwt_end_to_end(jwt_client):
     sandbox, client = jwt_client
     created = client.create_flow("131052-308T", "Virtanen", "https://lender.example/done")

@@ -217,6 +217,23 @@ def test_a_bare_flow_object_is_read_as_the_flow():
     assert FlowDetail.from_json({"flowId": "f-2", "referenceId": 7}).reference_id == "7"
 
 
+def test_a_wrapped_flow_is_read_from_its_flow_object_whatever_else_the_answer_names():
+    detail = FlowDetail.from_json({"flowId": "outer", "flow": {"flowId": "f-8", "referenceId": "LA-8"}})
+    assert (detail.flow_id, detail.reference_id) == ("f-8", "LA-8")
+
+
+@pytest.mark.parametrize(
+    ("problem_type", "code"),
+    [
+        ("https://example.com/probs/out-of-credit", "out-of-credit"),
+        ("https://example.com/probs/out-of-credit/", "out-of-credit"),
+        ("about:blank", "http_403"),
+    ],
+)
+def test_a_problem_type_names_the_code_by_its_last_segment(problem_type, code):
+    assert read_problem(403, {"type": problem_type, "title": "Forbidden"}).code == code
+
+
 @pytest.mark.parametrize(
     "answer",
     [{"id": "f-6", "referenceId": "LA-6"}, {"flow": {"id": "f-6", "referenceId": "LA-6"}}],
