@@ -229,6 +229,10 @@ def test_refused_page_size_falls_back_to_ten_once(staff, alt, style):
     assert FLOW_ROW.findall(page.text) == alt.current_ids()[:10]
     assert NOTICE in page.text
     assert alt.counts["list"] <= 3, f"{alt.counts['list']} list calls for one page"
+    if style in READABLE_STYLES:  # the notice gives the service's own words for the refusal
+        notice = re.search(r'data-testid="list-notice">([^<]*)<', page.text)[1]
+        assert notice.startswith("The Flow Service refused 25 flows per page, so 10 are shown. It said: ")
+        assert notice.endswith("limit must be between 1 and 10")
 
 
 @pytest.mark.parametrize("style", STYLES)
