@@ -10,7 +10,7 @@ import requests
 import responses
 from altservice import LAST_NAME_REASON
 from altservice import PORTAL_SETTINGS as ALT_SETTINGS
-from support import add_user, form_data, sign_in
+from support import add_user, form_data, sign_in, submission_token
 from test_contracts_flowapi import Upstream
 
 from portal.extensions import db
@@ -103,6 +103,22 @@ def test_a_read_timeout_may_have_created_the_flow(make_app, sandbox):
     first = staff.post("/flows/new", data=data)
     assert first.status_code == 504 and MAYBE_CREATED in first.text
     assert submissions(app) == 1, "the token stays claimed: a resend cannot create a second flow"
+
+
+def test_a_form_sent_without_its_submission_token_creates_nothing(make_app, sandbox):
+    """The token comes from the form as opened; a post without it is never given a fresh one."""
+    app = make_app(WTF_CSRF_ENABLED=False)
+    staff = operator_of(app)
+    data = form_data(staff)
+    del data["submission"]
+    before = len(sandbox.api("GET", "/api/flows?limit=100").json()["data"])
+    answer = staff.post("/flows/new", data=data)
+    assert answer.status_code == 200 and "The form expired or is incomplete" in answer.text
+    assert len(sandbox.api("GET", "/api/flows?limit=100").json()["data"]) == before
+    assert submissions(app) == 0
+    again = staff.post("/flows/new", data=data | {"submission": submission_token(answer)})
+    assert again.status_code == 302, "the form as shown again carries a token of its own, and is sent once more"
+    assert len(sandbox.api("GET", "/api/flows?limit=100").json()["data"]) == before + 1
 
 
 @pytest.mark.parametrize("path", ["/login", "/flows", "/flows/new", "/events", "/no-such-page"])

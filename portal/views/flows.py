@@ -294,6 +294,8 @@ def new():
         flash(_("No create scope is configured (FLOW_SCOPES), so no flow can be created."), "warning")
     elif form.validate_on_submit():
         return _create(form)
+    elif form.submission.errors:  # sent without a usable token: the form as shown again gets one, for its next send
+        form.submission.data = new_submission_token()
     return render_template("flows/new.html", form=form)
 
 
@@ -318,8 +320,12 @@ def _create_defaults() -> dict:
     return {
         "redirect_url": settings().redirect_url,
         "webhook_url": settings().webhook_url,
-        "submission": secrets.token_urlsafe(24),
+        "submission": new_submission_token(),
     }
+
+
+def new_submission_token() -> str:
+    return secrets.token_urlsafe(24)
 
 
 def _create(form: CreateFlowForm):
