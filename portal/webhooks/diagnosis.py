@@ -413,7 +413,7 @@ def _candidate_originals(body: bytes) -> Iterator[tuple[str, bytes]]:
 
 def _reserialised(body: bytes) -> Iterator[tuple[str, bytes]]:
     try:
-        document = json.loads(body.removeprefix(BOM))
+        document = json.loads(body)  # bytes: json reads past a UTF-8 byte-order mark itself
     except (ValueError, RecursionError):
         return
     change = "the JSON was re-serialised"
