@@ -137,6 +137,7 @@ FIXED_REASONS = {
     "malformed-json": "body is not valid UTF-8 JSON",
     "json-array": "body is not a JSON object",
     "no-signature": "missing header webhook-signature",
+    "no-id-nor-timestamp": "missing header webhook-id, webhook-timestamp",
 }
 
 
@@ -150,6 +151,7 @@ FIXED_REASONS = {
         ("no-signature", 401, "missing header webhook-signature", "missing_header"),
         ("no-id", 401, "missing header webhook-id", "missing_header"),
         ("no-timestamp", 401, "missing header webhook-timestamp", "missing_header"),
+        ("no-id-nor-timestamp", 401, "missing header webhook-id, webhook-timestamp", "missing_header"),
         ("garbage-signature", 401, "no well-formed entry", "malformed_signature"),
         ("bad-base64", 401, "no secret matches", "signature"),
         ("content-type", 415, "content type", "content_type"),
@@ -171,6 +173,8 @@ def test_rejections_store_nothing_and_are_recorded(hook_app, hook_client, tamper
         headers = signed(body, moment=now - timedelta(minutes=6))
     elif tamper == "future":
         headers = signed(body, moment=now + timedelta(minutes=6))
+    elif tamper == "no-id-nor-timestamp":
+        del headers["webhook-id"], headers["webhook-timestamp"]
     elif tamper.startswith("no-"):
         del headers[
             {"no-signature": "webhook-signature", "no-id": "webhook-id", "no-timestamp": "webhook-timestamp"}[tamper]
