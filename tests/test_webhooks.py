@@ -41,6 +41,7 @@ from portal.webhooks.store import (
     record_rejection,
     rejection_summary,
     rejection_tallies,
+    storable_moment,
     tally_rejection,
 )
 
@@ -218,6 +219,21 @@ def test_one_malformed_signature_entry_does_not_hide_a_valid_one(hook_app, hook_
     headers = signed(body)
     headers["webhook-signature"] = f"{malformed} " + headers["webhook-signature"]
     assert hook_client.post(PATH, data=body, headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("sent", "stored"),
+    [
+        ("9999-12-30T00:00:00Z", datetime(9999, 12, 30, tzinfo=timezone.utc)),
+        ("9999-12-30T00:00:00.000001Z", None),
+        ("0001-01-02T00:00:00Z", datetime(1, 1, 2, tzinfo=timezone.utc)),
+        ("0001-01-01T23:59:59.999999Z", None),
+        ("0001-01-02T00:00:00+01:00", None),
+    ],
+)
+def test_an_event_time_is_kept_up_to_a_day_from_either_end_of_the_calendar(sent, stored):
+    """Inside that, every time zone can still show the moment; beyond it the time is kept as it was sent."""
+    assert storable_moment(sent) == stored
 
 
 def test_the_reference_test_vector_verifies():
