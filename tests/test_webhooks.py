@@ -356,6 +356,16 @@ def test_a_rejection_tallied_and_sampled_without_an_address(hook_app):
     assert (record.source_ip, record.network) == (None, None)
 
 
+def test_rejections_without_an_address_keep_their_own_newest_samples(hook_app):
+    with hook_app.app_context():
+        record_rejection("from an address", "192.0.2.1", "192.0.2.0/24", {}, b"{}", keep=100)
+        for number in range(SAMPLES_PER_SOURCE + 3):
+            record_rejection(f"without an address {number}", None, None, {}, b"{}", keep=100)
+    kept = [record.reason for record in rejected(hook_app) if record.source_ip is None]
+    assert sorted(kept) == sorted(f"without an address {n}" for n in range(3, SAMPLES_PER_SOURCE + 3))
+    assert [record.reason for record in rejected(hook_app) if record.source_ip] == ["from an address"]
+
+
 def test_a_refusal_from_an_address_longer_than_its_column_is_kept_cut_to_it(make_app, database_url):
     app = make_app(database=database_url, FLOW_WEBHOOK_SECRETS=SECRET)
     address = "proxy-forwarded-" + "x" * 80  # not an IP: a proxy's own token for the client, kept as it is

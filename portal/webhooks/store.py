@@ -225,9 +225,7 @@ def record_rejection(
         )
     )
     db.session.flush()
-    _drop_oldest_beyond(
-        RejectedDelivery.source_ip.is_(None) if source is None else RejectedDelivery.source_ip == source
-    )
+    _drop_oldest_beyond(RejectedDelivery.source_ip == source)  # None: SQLAlchemy compares with IS NULL
     if (db.session.scalar(select(func.count(RejectedDelivery.id))) or 0) > keep:
         _evict_one()
     db.session.commit()
