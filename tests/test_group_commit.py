@@ -214,6 +214,32 @@ def test_a_process_forked_after_deliveries_starts_a_committer_of_its_own(make_ap
     assert stored_ids(app) == {"before-the-fork", "after-the-fork"}
 
 
+PROCESS_THAT_STORES_AND_ENDS = """
+import json, sys
+sys.path.insert(0, "tests")
+from support import migrated
+from test_group_commit import delivery
+from portal import create_app
+app = migrated(create_app(json.loads(sys.argv[1])))
+body, headers = delivery("then-the-process-ends")
+assert app.test_client().post("/webhooks/flow", data=body, headers=headers).json["status"] == "stored"
+"""
+
+
+def test_a_process_that_stored_a_delivery_can_end(make_app, sqlite_url):
+    """The committer thread must not keep the interpreter alive: a worker told to stop, stops."""
+    config = json.dumps(portal_config("http://127.0.0.1:9", sqlite_url))
+    ending = subprocess.Popen([sys.executable, "-c", PROCESS_THAT_STORES_AND_ENDS, config], cwd=ROOT)
+    try:
+        poll(lambda: ending.poll() is not None, "the process to end after its delivery", 60)
+    finally:
+        ending.kill()
+        ending.wait()
+    assert ending.returncode == 0
+    app = make_app(database=sqlite_url)
+    assert stored_ids(app) == {"then-the-process-ends"}
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
