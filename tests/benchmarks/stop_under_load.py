@@ -2,8 +2,8 @@
 with wrk, send SIGTERM to the master and time the exit. A stop that takes longer than `--slow` seconds gets a
 `py-spy dump --locals --native` of every worker (py-spy installed by hand: it is no dependency).
 
-Seen twice in about 230 rounds on 2026-11-27 (both among the first 110): a worker waited out `graceful_timeout` (25 s) with two
-requests waiting for a group commit that never came (see the README's notes on webhooks).
+Seen twice in about 230 rounds on 2026-11-27 (both among the first 110): a worker waited out `graceful_timeout`
+(25 s) with two requests waiting for a group commit that never came (see the README's notes on webhooks).
 
 Run: .venv/bin/python tests/benchmarks/stop_under_load.py [--rounds N] [--seconds S] [--slow S]
 """
