@@ -86,6 +86,11 @@ class Sandbox:
     def deliveries(self) -> list[dict]:
         return requests.get(f"{self.url}/sandbox/webhooks", timeout=5).json()["deliveries"]
 
+    def answered(self, url: str) -> int:
+        """Deliveries to `url` answered 2xx. The portal answers one only after its event is stored and handed to
+        the index writer, so a flush after these were counted has them (the stored rows alone come too early)."""
+        return sum(1 for entry in self.deliveries() if entry.get("ok") and entry["url"] == url)
+
 
 # Redis keys of this test run only: two runs on one machine never see each other's counts.
 REDIS_PREFIX = f"flow-portal-test-{uuid.uuid4().hex[:12]}"
