@@ -295,7 +295,7 @@ def new():
     elif form.validate_on_submit():
         return _create(form)
     elif form.submission.errors:  # sent without a usable token: the form as shown again gets one, for its next send
-        form.submission.data = new_submission_token()
+        form.submission.data = _new_submission_token()
     return render_template("flows/new.html", form=form)
 
 
@@ -320,11 +320,11 @@ def _create_defaults() -> dict:
     return {
         "redirect_url": settings().redirect_url,
         "webhook_url": settings().webhook_url,
-        "submission": new_submission_token(),
+        "submission": _new_submission_token(),
     }
 
 
-def new_submission_token() -> str:
+def _new_submission_token() -> str:
     return secrets.token_urlsafe(24)
 
 
