@@ -1,9 +1,11 @@
 """Helpers shared by the tests: live servers, a sandbox handle, portal configuration, sign-in."""
 
 import atexit
+import contextlib
 import functools
 import re
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -151,6 +153,29 @@ def wait_until(condition, what: str, seconds: float = 15):
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.02)
     return found
+
+
+@contextlib.contextmanager
+def signals_aimed_at(thread: threading.Thread):
+    """Interrupt `thread`'s waits with signals (SIGUSR1, handled by doing nothing) while the block runs: what a
+    SIGTERM landing on one of a worker's background threads does when gunicorn stops it."""
+    previous = signal.signal(signal.SIGUSR1, lambda *_: None)
+    done = threading.Event()
+
+    def aim():
+        while True:  # a signal every 0.2 ms: one lands in the moment that matters within a few dozen waits
+            signal.pthread_kill(thread.ident, signal.SIGUSR1)
+            if done.wait(0.0002):
+                return
+
+    aimer = threading.Thread(target=aim, daemon=True)
+    aimer.start()
+    try:
+        yield
+    finally:
+        done.set()
+        aimer.join()
+        signal.signal(signal.SIGUSR1, previous)
 
 
 class Clock:

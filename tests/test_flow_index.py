@@ -4,9 +4,10 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from support import add_user, create_form, sign_in
+from support import add_user, create_form, sign_in, signals_aimed_at
 
 from portal.extensions import db
+from portal.flowindex import writer as index_writer
 from portal.flowindex.keys import name_key, read_national_id
 from portal.flowindex.observations import DETAIL, LIST, WEBHOOK, Observation, from_event
 from portal.flowindex.store import apply_observations, index_record
@@ -173,6 +174,19 @@ def test_the_writer_skips_a_flow_seen_again_unchanged_within_a_minute(index_app)
     assert seen(index_app, "f-7").seen_at == at(2), "after a minute it is written again (seen_at moves on)"
     writer.submit(lambda: (Observation("f-7", LIST, at(2.1), at(2.1), consent_status="Accepted"),))
     assert seen(index_app, "f-7").consent_status == "Accepted", "a change is always written"
+
+
+def test_a_writer_whose_waits_signals_interrupt_still_writes_every_batch(index_app, monkeypatch):
+    """A signal cutting short the busy writer's wait for more work must not make it wait for the next job."""
+    monkeypatch.setattr(index_writer, "GATHER_SECONDS", 0.001)
+    writer = index_app.extensions["flow_index"]
+    writer.submit(lambda: ())
+    assert writer.flush(10)
+    with signals_aimed_at(writer._thread):
+        for number in range(300):
+            writer.submit(lambda number=number: (Observation(f"f-{number}", LIST, at(0), at(0)),))
+            assert writer.flush(10), f"batch {number} was not written"
+    assert seen(index_app, "f-299") is not None
 
 
 @pytest.mark.parametrize("version", [10**30, "9" * 18, -(2**31) - 1])

@@ -21,11 +21,12 @@ import requests
 from sqlalchemy import create_engine, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
-from support import DEMO_WEBHOOK_SECRET, portal_config, wait_until
+from support import DEMO_WEBHOOK_SECRET, portal_config, run_in_threads, signals_aimed_at, wait_until
 
 from portal.database import writer_lock
 from portal.extensions import db
 from portal.models import WebhookEvent, utc_now
+from portal.webhooks import group_commit
 from portal.webhooks.group_commit import MOST_IN_A_BATCH, GroupCommitter
 from portal.webhooks.signing import standard_headers
 
@@ -180,6 +181,25 @@ def test_one_refused_row_in_a_batch_does_not_fail_the_others(make_app, caplog):
     warning = f"webhook group commit of 2 failed ({IntegrityError!r}); committing each alone"
     warnings = {id(record): record.getMessage() for record in caplog.records if record.levelno == logging.WARNING}
     assert list(warnings.values()) == [warning]
+
+
+def test_a_committer_whose_waits_signals_interrupt_still_answers_every_delivery(make_app, monkeypatch):
+    """A signal cutting short the committer's wait for more deliveries must not make it wait for ever: the
+    deliveries of its open batch would wait until the stopping worker is killed."""
+    monkeypatch.setattr(group_commit, "LONGEST_WAIT_SECONDS", 10)
+    app = make_app()
+    with app.app_context():
+        committer = GroupCommitter(db.engine)
+    numbers = iter(range(1000))
+
+    def store_next() -> bool:
+        row = event_row(f"interrupted-{next(numbers)}", "{}") | {"received_at": utc_now()}
+        return committer.store(row, frozenset())
+
+    assert run_in_threads(store_next, 2) == []  # two senders known: a batch of one waits a moment for the other
+    with signals_aimed_at(committer._thread):
+        stored = [store_next() for _ in range(300)]
+    assert all(stored) and len(stored_ids(app)) == 302
 
 
 def test_a_process_forked_after_deliveries_starts_a_committer_of_its_own(make_app):

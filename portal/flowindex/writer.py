@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 
 from flask import Flask
 
+from ..batches import gather
 from ..database import writer_lock
 from ..extensions import db
 from ..notify import incidents_recorded
@@ -46,10 +47,11 @@ class IndexWriter:
 
     def __init__(self, app: Flask):
         self.app = app
-        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()  # None: stop
+        self._jobs: queue.Queue[Job | None] = queue.Queue()  # None: stop. Not a SimpleQueue: see `batches`
         self._pending = 0
         self._idle = threading.Condition()
         self._pid: int | None = None
+        self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._written: dict[str, tuple[Observation, datetime]] = {}  # flow id -> what was written, when
         self._handed: dict[str, tuple[object, datetime]] = {}  # a source's key -> what it said, when
@@ -79,8 +81,9 @@ class IndexWriter:
             return
         with self._start_lock:
             if self._pid != os.getpid():  # a forked worker inherits no threads: start its own
-                self._jobs = queue.SimpleQueue()
-                threading.Thread(target=self._run, name="flow-index-writer", daemon=True).start()
+                self._jobs = queue.Queue()
+                self._thread = threading.Thread(target=self._run, name="flow-index-writer", daemon=True)
+                self._thread.start()
                 self._pid = os.getpid()
 
     def _run(self) -> None:
@@ -90,12 +93,7 @@ class IndexWriter:
             # Under load (work came again soon after the last write) wait a moment for more: a write costs about
             # the same for one flow as for thirty, and on SQLite it holds the one write lock of every process.
             busy = time.monotonic() - last_write < BUSY_WITHIN
-            gather_until = time.monotonic() + (GATHER_SECONDS if busy else 0)
-            while len(jobs) < MAX_BATCH and jobs[-1] is not None:
-                try:
-                    jobs.append(jobs_queue.get(timeout=max(0.0, gather_until - time.monotonic())))
-                except queue.Empty:
-                    break
+            gather(jobs_queue, jobs, GATHER_SECONDS if busy else 0, _open_and_not_full)
             if jobs[-1] is None:  # closed
                 return
             self._write([job for job in jobs if job is not None])  # all of them: None comes last, and closes
@@ -153,6 +151,10 @@ class IndexWriter:
                 log.exception("flow index: %d updates could not be written", len(jobs))
             finally:
                 _discard_session()
+
+
+def _open_and_not_full(jobs: list[Job | None]) -> bool:
+    return len(jobs) < MAX_BATCH and jobs[-1] is not None
 
 
 def _discard_session() -> None:

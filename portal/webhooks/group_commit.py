@@ -13,13 +13,13 @@ turns (`database.writer_lock`) instead of polling for the file's lock.
 import logging
 import queue
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ..batches import gather
 from ..database import DatabaseUnavailable, is_unavailable, writer_lock
 from ..models import PrunedEvent, WebhookEvent
 
@@ -47,7 +47,7 @@ class GroupCommitter:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._waiting: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
+        self._waiting: queue.Queue[_Pending] = queue.Queue()  # not a SimpleQueue: see `batches`
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self.largest_batch = 0  # for tests and the curious: how many deliveries one transaction has held
@@ -79,25 +79,26 @@ class GroupCommitter:
         return self._waiting.qsize()
 
     def _ensure_running(self) -> None:
-        # Started on first use, in the process that serves: a thread does not survive gunicorn's fork.
+        # Started on first use, in the process that serves: a thread does not survive gunicorn's fork. Nor does
+        # a queue a thread waited on (its wake-up would go to the parent's thread): a new thread gets a new queue.
         if self._thread is not None and self._thread.is_alive():
             return
         with self._start_lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="webhook-group-commit", daemon=True)
+                self._waiting = queue.Queue()
+                self._thread = threading.Thread(
+                    target=self._run, args=(self._waiting,), name="webhook-group-commit", daemon=True
+                )
                 self._thread.start()
 
-    def _run(self) -> None:
+    def _run(self, waiting: "queue.Queue[_Pending]") -> None:
         while True:
-            batch = [self._waiting.get()]
-            gather_until = time.monotonic() + GATHER_SECONDS
-            while len(batch) < min(MOST_IN_A_BATCH, len(self._senders)):
-                try:
-                    batch.append(self._waiting.get(timeout=max(0.0, gather_until - time.monotonic())))
-                except queue.Empty:
-                    break
+            batch = gather(waiting, [waiting.get()], GATHER_SECONDS, self._others_may_join)
             self.largest_batch = max(self.largest_batch, len(batch))
             self._commit(batch)
+
+    def _others_may_join(self, batch: list[_Pending]) -> bool:
+        return len(batch) < min(MOST_IN_A_BATCH, len(self._senders))
 
     def _commit(self, batch: list[_Pending]) -> None:
         try:
