@@ -158,8 +158,11 @@ def wait_until(condition, what: str, seconds: float = 15):
 @contextlib.contextmanager
 def signals_aimed_at(thread: threading.Thread):
     """Interrupt `thread`'s waits with signals (SIGUSR1, handled by doing nothing) while the block runs: what a
-    SIGTERM landing on one of a worker's background threads does when gunicorn stops it."""
-    previous = signal.signal(signal.SIGUSR1, lambda *_: None)
+    SIGTERM landing on one of a worker's background threads does when gunicorn stops it.
+
+    The do-nothing handler stays installed afterwards: the last signal may reach a thread that is not running
+    only after the block, and SIGUSR1's default action ends the process (an xdist worker died of it once)."""
+    signal.signal(signal.SIGUSR1, _do_nothing)
     done = threading.Event()
 
     def aim():
@@ -175,7 +178,10 @@ def signals_aimed_at(thread: threading.Thread):
     finally:
         done.set()
         aimer.join()
-        signal.signal(signal.SIGUSR1, previous)
+
+
+def _do_nothing(*_) -> None:
+    pass
 
 
 class Clock:
