@@ -271,15 +271,11 @@ def test_past_the_limit_the_address_with_the_most_samples_gives_up_its_oldest(ma
 
 def test_each_address_keeps_only_its_own_newest_samples(make_app, database_url, caplog):
     app = make_app(database=database_url, FLOW_WEBHOOK_SECRETS=SECRET, PORTAL_REJECTED_KEEP="100")
-    logging.getLogger("portal").addHandler(caplog.handler)  # the migrations' fileConfig replaced root's
-    try:
-        for address, count in (("203.0.113.5", 2), ("203.0.113.9", SAMPLES_PER_SOURCE + 3)):
-            sender = app.test_client()
-            sender.environ_base["REMOTE_ADDR"] = address
-            for number in range(count):
-                sender.post(PATH, data=f'{{"n": {number}}}', headers={"content-type": "application/json"})
-    finally:
-        logging.getLogger("portal").removeHandler(caplog.handler)
+    for address, count in (("203.0.113.5", 2), ("203.0.113.9", SAMPLES_PER_SOURCE + 3)):
+        sender = app.test_client()
+        sender.environ_base["REMOTE_ADDR"] = address
+        for number in range(count):
+            sender.post(PATH, data=f'{{"n": {number}}}', headers={"content-type": "application/json"})
     kept = [(row.source_ip, json.loads(row.body_head)["n"]) for row in rejected(app)]
     assert kept == [("203.0.113.5", 0), ("203.0.113.5", 1)] + [
         ("203.0.113.9", number) for number in range(3, SAMPLES_PER_SOURCE + 3)
@@ -297,19 +293,11 @@ def test_a_server_that_gives_no_client_address_stores_it_as_unknown_as_refusals_
 
 
 def test_a_stored_delivery_has_a_debug_access_line_naming_its_sender(hook_app, caplog):
-    access = logging.getLogger("portal.access")
-    access.addHandler(caplog.handler)  # the migrations' fileConfig replaced root's
-    before = access.level
-    access.setLevel(logging.DEBUG)
-    caplog.handler.setLevel(logging.DEBUG)
-    try:
-        sender = hook_app.test_client()
-        sender.environ_base["REMOTE_ADDR"] = "203.0.113.7"
-        assert deliver(sender, event(flow_id="flow-logged")).status_code == 200
-    finally:
-        access.setLevel(before)
-        access.removeHandler(caplog.handler)
-    [line] = {id(record): record for record in caplog.records if record.name == "portal.access"}.values()
+    caplog.set_level(logging.DEBUG, logger="portal.access")
+    sender = hook_app.test_client()
+    sender.environ_base["REMOTE_ADDR"] = "203.0.113.7"
+    assert deliver(sender, event(flow_id="flow-logged")).status_code == 200
+    [line] = [record for record in caplog.records if record.name == "portal.access"]
     assert (line.levelno, line.path, line.endpoint, line.status) == (logging.DEBUG, PATH, "webhooks.receive", 200)
     assert line.remote_addr == "203.0.113.7" and line.user_id is None
 
@@ -1043,16 +1031,10 @@ def test_a_chunked_delivery_without_a_length_is_stored_by_the_view(hook_app, ser
 
 
 def test_a_stored_delivery_writes_its_access_line_at_debug_and_a_refused_one_at_info(hook_client, caplog):
-    access = logging.getLogger("portal.access")
-    access.addHandler(caplog.handler)  # the migrations' fileConfig replaced root's
     caplog.set_level(logging.DEBUG, logger="portal.access")
-    try:
-        assert deliver(hook_client).status_code == 200
-        assert hook_client.post(PATH, data=b"{}", headers={"content-type": "application/json"}).status_code == 401
-    finally:
-        access.removeHandler(caplog.handler)
-    records = {id(record): record for record in caplog.records}.values()  # once, also when root has the handler
-    lines = [(record.levelname, record.getMessage()) for record in records if record.name == "portal.access"]
+    assert deliver(hook_client).status_code == 200
+    assert hook_client.post(PATH, data=b"{}", headers={"content-type": "application/json"}).status_code == 401
+    lines = [(record.levelname, record.getMessage()) for record in caplog.records if record.name == "portal.access"]
     expected = [("DEBUG", f"POST '{PATH}' 200"), ("INFO", f"POST '{PATH}' 401")]
     assert lines == expected, "the event row is a stored delivery's record"
 

@@ -9,9 +9,12 @@ from alembic import context
 # access to the values within the .ini file in use.
 config = context.config
 
-# Interpret the config file for Python logging.
-# This line sets up loggers basically.
-fileConfig(config.config_file_name, disable_existing_loggers=False)
+if logging.getLogger().handlers:
+    # The portal set up logging already (JSON lines on stderr; pytest's capture in tests): the file config would
+    # replace root's handlers for the rest of the process. Alembic's own lines still show, through them.
+    logging.getLogger("alembic").setLevel(logging.INFO)
+else:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 logger = logging.getLogger('alembic.env')
 
 
