@@ -28,6 +28,7 @@ from . import (
 from .extensions import csrf, db, migrate
 from .flowapi import build_client
 from .flowindex import feed as flow_index
+from .flowlinks import FlowIdConverter
 from .settings import Settings, SettingsError, load_settings
 from .views import admin, consent, events, flows, health, sign_in
 from .views import insights as insights_pages  # the name `insights` is portal.insights, the queries
@@ -143,6 +144,7 @@ def _init_extensions(app: Flask, settings: Settings) -> None:
 
 
 def _register_blueprints(app: Flask, settings: Settings) -> None:
+    app.url_map.converters["flow"] = FlowIdConverter  # before the routes that use it
     for module in (health, consent, sign_in, flows, events, insights_pages, worklist_pages, admin):
         app.register_blueprint(module.bp)
     app.register_blueprint(receiver.make_blueprint(settings.webhook_path))

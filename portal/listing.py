@@ -10,13 +10,16 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from flask import url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
 
+from . import current
 from .flowapi import FLOW_ID, FlowPage
+from .flowlinks import from_url, in_url
 
 PAGE_SIZES = (10, 25, 50, 100)
 DEFAULT_LIMIT = 10
@@ -43,11 +46,11 @@ class ListQuery:
 
     def url(self, **changes) -> str:
         values = {"limit": self.limit, "archived": self.archived, "after": None, "before": None, "at": ()} | changes
-        args = {
+        args: dict[str, Any] = {
             "limit": values["limit"] if values["limit"] != DEFAULT_LIMIT else None,
             "archived": "true" if values["archived"] else None,
-            "after": values["after"],
-            "before": values["before"],
+            "after": _cursor_in_url(values["after"]),
+            "before": _cursor_in_url(values["before"]),
             "at": urlencode(values["at"]) or None,
             "seen": values.get("seen"),
         }
@@ -66,7 +69,8 @@ def parse_list_query(args) -> tuple[ListQuery, list[str]]:
     if archived not in ("true", "false"):
         problems.append(_("The archived filter is true or false; showing current flows."))
         archived = "false"
-    after, before, at = args.get("after") or None, args.get("before") or None, _position(args.get("at"))
+    after, before = _cursor_from_url(args.get("after")), _cursor_from_url(args.get("before"))
+    at = _position(args.get("at"))
     cursors_ok = all(cursor is None or FLOW_ID.fullmatch(cursor) for cursor in (after, before))
     if not cursors_ok or at is None or len([given for given in (after, before, at) if given]) > 1:
         problems.append(_("That page position is not valid; showing the first page."))
@@ -74,6 +78,15 @@ def parse_list_query(args) -> tuple[ListQuery, list[str]]:
         at = ()
     seen = args.get("seen") if _SEEN.fullmatch(args.get("seen", "")) else None
     return ListQuery(int(limit), archived == "true", after, before, at, seen), problems
+
+
+def _cursor_in_url(flow_id: str | None) -> str | None:
+    return in_url(flow_id, current.settings().secret_key) if flow_id else None
+
+
+def _cursor_from_url(text: str | None) -> str | None:
+    """A cursor's flow id; a sealed one this portal did not make reads as "" (not valid: the first page)."""
+    return (from_url(text, current.settings().secret_key) or "") if text else None
 
 
 def _position(raw: str | None) -> tuple[tuple[str, str], ...] | None:

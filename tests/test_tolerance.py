@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from html import unescape
 
 import pytest
+from alt_fixtures import app, sandbox  # noqa: F401 - the portal in front of the alternative service
 from altservice import (
     CONFLICT_REASON,
     LAST_NAME_REASON,
@@ -18,7 +19,6 @@ from altservice import (
     SECRET_REFUSAL,
     AltService,
 )
-from altservice import PORTAL_SETTINGS as ALT_SETTINGS
 from support import create_form, form_data
 
 REDIRECTS = (301, 302, 303, 307, 308)
@@ -36,22 +36,6 @@ LIMIT_REASON = "limit must be between 1 and 5"
 
 
 # -- fixtures and helpers ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def sandbox(alt):
-    """Overrides conftest's: `make_app` needs a default service, and here it is the alternative one."""
-    return alt
-
-
-@pytest.fixture
-def app(make_app, alt):
-    """The portal against the alternative service (overrides conftest's `app`, so `signed_in` uses it)."""
-    return make_app(
-        sandbox_url=alt.url,
-        **ALT_SETTINGS,
-        WTF_CSRF_ENABLED=False,
-    )
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from ..extensions import db
+from ..flowlinks import in_url
 from ..masking import mask_document, mask_text
 from ..models import Notification
 
@@ -29,7 +30,7 @@ def configured_channels(settings) -> tuple[str, ...]:
 
 def flow_url(settings, flow_id: str) -> str:
     """The flow's page in the portal, for people reading a notice."""
-    return f"{settings.public_url.rstrip('/')}/flows/{quote(flow_id, safe='')}"
+    return f"{settings.public_url.rstrip('/')}/flows/{quote(in_url(flow_id, settings.secret_key), safe='')}"
 
 
 def message(kind: str, now: datetime, data: dict) -> dict:

@@ -39,6 +39,7 @@ from ..flowindex.search import (
 )
 from ..flowindex.status import consent_since, status_of_detail, status_of_record, statuses_of_page
 from ..flowindex.store import index_record
+from ..flowlinks import hidden_in_urls
 from ..flowsearch import SearchQuery, read_search, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, RevealForm
 from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query
@@ -239,7 +240,7 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
     )
 
 
-@bp.get("/<flow_id>")
+@bp.get("/<flow:flow_id>")
 def detail(flow_id: str):
     """Everything the service knows about one flow, and the webhook events received for it."""
     typed = _valid_flow_id(flow_id.strip())  # a flow id or a reference: letters, digits, - and _
@@ -247,10 +248,12 @@ def detail(flow_id: str):
         return redirect(url_for("flows.detail", flow_id=named))
     if not named and index_knows_reference(typed):  # a reference several flows share: let staff choose
         return redirect(url_for("flows.index", q=typed))
+    if hidden_in_urls(flow_id) and request.path.endswith(flow_id):  # asked for whole: leave it out of the address
+        return redirect(url_for("flows.detail", flow_id=flow_id))
     return _render_detail(flow_id)
 
 
-@bp.post("/<flow_id>/refresh")
+@bp.post("/<flow:flow_id>/refresh")
 def refresh(flow_id: str):
     """Fetch the flow again and write it to the index as heard: a change no event told of is then known."""
     if not ConfirmForm().validate_on_submit():
@@ -262,7 +265,7 @@ def refresh(flow_id: str):
     return redirect(safe_next(back) if back else url_for("flows.detail", flow_id=flow.flow_id))
 
 
-@bp.route("/<flow_id>/reveal", methods=["GET", "POST"])
+@bp.route("/<flow:flow_id>/reveal", methods=["GET", "POST"])
 @role_required("operator")
 def reveal(flow_id: str):
     """Show the full national id for a stated purpose; who, when and why go to the audit log.

@@ -1,0 +1,77 @@
+"""A flow's id where it goes into a URL: the flow's pages, their forms, the list's page positions, notices.
+
+A flow id in the spec's form (a UUID) goes in as it is. A service that names flows otherwise may name one by a
+national id; masked on every page, it would still stand in the address bar, the browser's history, a Referer
+and the server's access log. Such an id goes into URLs sealed instead: `~` and the id encrypted with a key
+derived from PORTAL_SECRET_KEY (AES-SIV, deterministic: one flow keeps one address, so bookmarks and history
+work). A sealed id this portal did not make, or made under another secret key, opens nothing (404).
+"""
+
+import base64
+import binascii
+from functools import lru_cache
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from werkzeug.routing import BaseConverter, ValidationError
+
+from . import current
+from .masking import mask_flow_id
+
+SEALED = "~"  # never in a flow id the portal opens (FLOW_ID: letters, digits, - and _)
+_KEY_PURPOSE = b"flow-portal: flow ids in URLs"
+
+
+def hidden_in_urls(flow_id: str) -> bool:
+    """Whether a person reading this id would see a national id in it (the pages show it masked)."""
+    return mask_flow_id(flow_id) != flow_id
+
+
+def in_url(flow_id: str, secret_key: str) -> str:
+    """How `flow_id` stands in a URL: as it is, or sealed."""
+    if not hidden_in_urls(flow_id):
+        return flow_id
+    sealed = _cipher(secret_key).encrypt(flow_id.encode(), None)
+    return SEALED + base64.urlsafe_b64encode(sealed).rstrip(b"=").decode("ascii")
+
+
+def from_url(text: str, secret_key: str) -> str | None:
+    """The flow id a URL names: `text` itself, or what a sealed one holds; None for a seal this portal did not make."""
+    if not text.startswith(SEALED):
+        return text
+    encoded = text[len(SEALED) :]
+    try:
+        sealed = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        return _cipher(secret_key).decrypt(sealed, None).decode()
+    except (binascii.Error, ValueError, InvalidTag):  # ValueError: too short for AES-SIV, or not UTF-8
+        return None
+
+
+def url_form(text: str) -> str:
+    """`in_url` under this app's secret key (templates: `| in_url`, for a flow id in a query string)."""
+    return in_url(text, current.settings().secret_key)
+
+
+def from_url_form(text: str) -> str | None:
+    return from_url(text, current.settings().secret_key)
+
+
+@lru_cache(maxsize=4)
+def _cipher(secret_key: str) -> AESSIV:
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_KEY_PURPOSE).derive(secret_key.encode())
+    return AESSIV(key)
+
+
+class FlowIdConverter(BaseConverter):
+    """`<flow:flow_id>`: the view gets the flow id, url_for writes it sealed where it must be."""
+
+    def to_python(self, value: str) -> str:
+        flow_id = from_url_form(value)
+        if flow_id is None:
+            raise ValidationError()  # no route matches: 404
+        return flow_id
+
+    def to_url(self, value) -> str:
+        return super().to_url(url_form(str(value)))

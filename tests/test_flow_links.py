@@ -1,0 +1,140 @@
+"""A flow id that reads as a national id (a service naming flows outside the spec's UUIDs) never stands in a URL
+the portal makes: links, forms, the list's page positions, redirects, event filters and notices carry it sealed,
+and every one of them still opens the flow. Against the independently written service (tests/altservice.py).
+"""
+
+import logging
+import re
+import uuid
+from html import unescape
+from types import SimpleNamespace
+
+import pytest
+from alt_fixtures import app, sandbox  # noqa: F401 - the portal in front of the alternative service
+
+from portal.flowlinks import SEALED, from_url, hidden_in_urls, in_url
+from portal.notify.outbox import flow_url as notice_flow_url
+
+FINNISH, SWEDISH = "131052-308T", "811218-9876"
+GIVEN_AWAY = (FINNISH, "131052308T", SWEDISH, "8112189876")  # each as written and as bare characters
+HREF_OR_ACTION = re.compile(r'\b(?:href|action)="([^"]*)"')
+KEY = "a-portal-secret-key-0000"
+
+
+@pytest.fixture
+def named_by_ids(alt):
+    """The newest current flow named by a Finnish id, the tenth (the first page's cursor) by a Swedish one."""
+    current = alt.current_ids()
+    alt.find(current[0]).id, alt.find(current[9]).id = FINNISH, SWEDISH
+    return alt
+
+
+def urls_in(page) -> list[str]:
+    return [unescape(url) for url in HREF_OR_ACTION.findall(page.get_data(as_text=True))]
+
+
+def assert_nothing_given_away(*texts: str) -> None:
+    for text in texts:
+        for number in GIVEN_AWAY:
+            assert number not in text, f"{number} in {text[:300]!r}"
+
+
+def test_a_uuid_goes_into_urls_as_it_is_and_an_id_shaped_one_sealed_both_ways():
+    uuid_id, spec_shaped = str(uuid.uuid4()), "flow-42"
+    assert in_url(uuid_id, KEY) == uuid_id and in_url(spec_shaped, KEY) == spec_shaped
+    assert from_url(uuid_id, KEY) == uuid_id
+    sealed = in_url(FINNISH, KEY)
+    assert sealed.startswith(SEALED) and re.fullmatch(r"~[A-Za-z0-9_-]+", sealed)
+    assert_nothing_given_away(sealed)
+    assert in_url(FINNISH, KEY) == sealed, "one flow keeps one address (history, bookmarks)"
+    assert from_url(sealed, KEY) == FINNISH and from_url(in_url(SWEDISH, KEY), KEY) == SWEDISH
+    assert hidden_in_urls(FINNISH) and not hidden_in_urls(uuid_id)
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        in_url(FINNISH, "another-secret-key-0000"),  # made under another key
+        in_url(FINNISH, KEY)[:-2] + ("AA" if not in_url(FINNISH, KEY).endswith("AA") else "BB"),  # changed
+        "~",
+        "~x",
+        "~" + "A" * 22,  # as long as a tag, no text
+        "~!!!",
+        "~" + "A" * 200,
+    ],
+)
+def test_a_seal_this_portal_did_not_make_opens_nothing(forged):
+    assert from_url(forged, KEY) is None
+
+
+def test_a_notice_links_the_flow_sealed():
+    settings = SimpleNamespace(public_url="https://portal.example/", secret_key=KEY)
+    url = notice_flow_url(settings, FINNISH)
+    assert_nothing_given_away(url)
+    assert url.startswith("https://portal.example/flows/~")
+    assert from_url(url.rsplit("/", 1)[1], KEY) == FINNISH
+    plain = str(uuid.uuid4())
+    assert notice_flow_url(settings, plain) == f"https://portal.example/flows/{plain}"
+
+
+def test_the_list_the_flow_page_its_forms_and_the_next_page_hold_no_id_and_all_work(named_by_ids, signed_in, caplog):
+    caplog.set_level(logging.DEBUG)
+    staff = signed_in("operator")
+    listing = staff.get("/flows")
+    assert listing.status_code == 200
+    assert_nothing_given_away(listing.get_data(as_text=True))
+    assert "131052-••••" in listing.text and "811218-••••" in listing.text, "shown masked, as before"
+    sealed_links = [url for url in urls_in(listing) if url.startswith("/flows/~")]
+    assert len(sealed_links) == 2, sealed_links
+
+    detail = staff.get(sealed_links[0])
+    assert detail.status_code == 200 and "131052-••••" in detail.text
+    assert_nothing_given_away(detail.get_data(as_text=True))
+    forms = [url for url in urls_in(detail) if url.startswith(sealed_links[0] + "/")]
+    assert {url.rsplit("/", 1)[1] for url in forms} >= {"refresh", "reveal"}, forms
+
+    refreshed = staff.post(sealed_links[0] + "/refresh")
+    assert refreshed.status_code == 302 and refreshed.headers["Location"].endswith(sealed_links[0])
+    events = next(url for url in urls_in(detail) if url.startswith("/events?"))
+    assert "flow=~" in events and staff.get(events).status_code == 200
+
+    next_page = next(url for url in urls_in(listing) if "after=" in url)
+    assert "after=~" in next_page
+    second = staff.get(next_page)
+    assert second.status_code == 200 and "That page position is not valid" not in second.text
+    assert named_by_ids.current_ids()[10] in second.text, "the page after the Swedish-named flow"
+
+    # The portal's own lines (the service's path holds the id: the retrieve call needs it, and urllib3 logs it).
+    logged = "\n".join(record.getMessage() for record in caplog.records if record.name.startswith("portal"))
+    assert "/flows/~" in logged
+    assert_nothing_given_away(logged)
+
+
+def test_an_operator_reveals_through_the_sealed_address(named_by_ids, signed_in):
+    operator = signed_in("operator")
+    sealed = "/flows/" + next(
+        url.rsplit("/", 1)[1] for url in urls_in(operator.get("/flows")) if url.startswith("/flows/~")
+    )
+    revealed = operator.post(sealed + "/reveal", data={"purpose": "Identity check"})
+    assert revealed.status_code == 302 and revealed.headers["Location"].endswith(sealed + "/reveal")
+    page = operator.get(revealed.headers["Location"])
+    assert page.status_code == 200
+
+
+def test_the_id_asked_for_whole_is_taken_out_of_the_address(named_by_ids, signed_in):
+    staff = signed_in("viewer")
+    answer = staff.get(f"/flows/{FINNISH}")
+    assert answer.status_code == 302
+    location = answer.headers["Location"]
+    assert_nothing_given_away(location)
+    assert "/flows/~" in location and staff.get(location).status_code == 200
+
+
+def test_a_changed_or_foreign_seal_is_not_found_and_a_bad_cursor_is_explained(named_by_ids, signed_in):
+    staff = signed_in("viewer")
+    for forged in (in_url(FINNISH, "another-secret-key-0000"), "~" + "A" * 40, "~"):
+        assert staff.get(f"/flows/{forged}").status_code == 404, forged
+    page = staff.get("/flows?after=" + in_url(SWEDISH, "another-secret-key-0000"), follow_redirects=True)
+    assert page.status_code == 200 and "That page position is not valid" in page.text
+    events = staff.get("/events?flow=~" + "A" * 40)
+    assert events.status_code == 302, "a seal the portal did not make is left out of the filters, with a word"
