@@ -17,9 +17,8 @@ from flask import url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
 
-from . import current
 from .flowapi import FLOW_ID, FlowPage
-from .flowlinks import from_url, in_url
+from .flowlinks import from_url_form, url_form
 
 PAGE_SIZES = (10, 25, 50, 100)
 DEFAULT_LIMIT = 10
@@ -51,7 +50,7 @@ class ListQuery:
             "archived": "true" if values["archived"] else None,
             "after": _cursor_in_url(values["after"]),
             "before": _cursor_in_url(values["before"]),
-            "at": urlencode(values["at"]) or None,
+            "at": urlencode([(key, url_form(value)) for key, value in values["at"]]) or None,
             "seen": values.get("seen"),
         }
         return url_for("flows.index", **{key: value for key, value in args.items() if value})
@@ -81,19 +80,21 @@ def parse_list_query(args) -> tuple[ListQuery, list[str]]:
 
 
 def _cursor_in_url(flow_id: str | None) -> str | None:
-    return in_url(flow_id, current.settings().secret_key) if flow_id else None
+    return url_form(flow_id) if flow_id else None
 
 
 def _cursor_from_url(text: str | None) -> str | None:
     """A cursor's flow id; a sealed one this portal did not make reads as "" (not valid: the first page)."""
-    return (from_url(text, current.settings().secret_key) or "") if text else None
+    return (from_url_form(text) or "") if text else None
 
 
 def _position(raw: str | None) -> tuple[tuple[str, str], ...] | None:
     """The `at` parameter as pairs; None when it is malformed."""
     if not raw:
         return ()
-    pairs = parse_qsl(raw, keep_blank_values=True)
+    # A value that reads as a national id (a service paging by flow ids) is sealed as flow ids are; a value that
+    # only looks sealed is the service's own.
+    pairs = [(key, from_url_form(value) or value) for key, value in parse_qsl(raw, keep_blank_values=True)]
     usable = all(
         _PARAMETER.fullmatch(key) and key not in RESERVED and len(value) <= MAX_POSITION_VALUE and value.isprintable()
         for key, value in pairs

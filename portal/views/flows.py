@@ -248,8 +248,8 @@ def detail(flow_id: str):
         return redirect(url_for("flows.detail", flow_id=named))
     if not named and index_knows_reference(typed):  # a reference several flows share: let staff choose
         return redirect(url_for("flows.index", q=typed))
-    if hidden_in_urls(flow_id) and request.path.endswith(flow_id):  # asked for whole: leave it out of the address
-        return redirect(url_for("flows.detail", flow_id=flow_id))
+    if hidden_in_urls(typed) and request.path.endswith(flow_id):  # asked for whole: leave it out of the address
+        return redirect(url_for("flows.detail", flow_id=typed))
     return _render_detail(flow_id)
 
 
