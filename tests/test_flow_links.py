@@ -54,6 +54,14 @@ def test_a_uuid_goes_into_urls_as_it_is_and_an_id_shaped_one_sealed_both_ways():
     assert hidden_in_urls(FINNISH) and not hidden_in_urls(uuid_id)
 
 
+# Sealed: 27, 28, 29 and 37 bytes, so base64 with no, two and one "=" of padding, and a length past the first few.
+@pytest.mark.parametrize("flow_id", [FINNISH, "198112189876", "19811218-9876", "flow-19811218-9876-ab"])
+def test_a_seal_of_any_length_is_url_safe_without_padding_and_opens(flow_id):
+    sealed = in_url(flow_id, KEY)
+    assert re.fullmatch(r"~[A-Za-z0-9_-]+", sealed), sealed
+    assert from_url(sealed, KEY) == flow_id
+
+
 @pytest.mark.parametrize(
     "forged",
     [
