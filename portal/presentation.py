@@ -14,7 +14,7 @@ from flask_babel import lazy_gettext as _l
 
 from . import current
 from .flowapi import FLOW_ID
-from .flowlinks import in_url, url_form
+from .flowlinks import url_form
 from .i18n import Words, request_words, translated
 from .i18n import gettext as _
 from .labels import access_kind_label, action_label, audit_action_label, purpose_label, role_label, status_label
@@ -130,7 +130,7 @@ def flow_url(flow_id) -> str:
     prefix = g.get("_flow_url_prefix")
     if prefix is None:
         prefix = g._flow_url_prefix = url_for("flows.detail", flow_id="-")[:-1]
-    return prefix + _path_segment(in_url(str(flow_id), current.settings().secret_key))
+    return prefix + _path_segment(url_form(str(flow_id)))
 
 
 def openable_flow_id(value) -> bool:
