@@ -219,17 +219,32 @@ def webhook_round(folder: Path, deliveries: Path, postgres: str | None) -> dict:
     for name, database in stores.items():
         if not database:
             continue
+        floor_database = database.removeprefix("sqlite:///") + "-floor" if name == "sqlite" else database
+        port, floor = gunicorn(
+            "floor_app:app", {"PYTHONPATH": str(HERE), "FLOOR_DATABASE": floor_database}, REFERENCE_CONFIG
+        )
+        with floor:
+            take_figures(
+                figures,
+                f"floor_{name}",
+                wrk(f"http://127.0.0.1:{port}/webhooks/flow", 8, script=script, env={"DELIVERIES": str(deliveries)}),
+            )
         env = portal_env("http://127.0.0.1:9", database, FLOW_ENVIRONMENT="test")
         migrate(env)
         port, portal = gunicorn("wsgi:app", env)
         with portal:
-            result = wrk(
-                f"http://127.0.0.1:{port}/webhooks/flow", 8, script=script, env={"DELIVERIES": str(deliveries)}
+            take_figures(
+                figures,
+                name,
+                wrk(f"http://127.0.0.1:{port}/webhooks/flow", 8, script=script, env={"DELIVERIES": str(deliveries)}),
             )
-        if result["errors"]:
-            raise RuntimeError(f"{name}: {result['errors']} deliveries were not answered 2xx")
-        figures[f"{name}_rate"], figures[f"{name}_p99"] = result["rate"], result["p99_ms"]
     return figures
+
+
+def take_figures(figures: dict, name: str, result: dict) -> None:
+    if result["errors"]:
+        raise RuntimeError(f"{name}: {result['errors']} deliveries were not answered 2xx")
+    figures[f"{name}_rate"], figures[f"{name}_p99"] = result["rate"], result["p99_ms"]
 
 
 def spread(rounds: list[dict], key: str) -> tuple[float, float, float]:
@@ -272,6 +287,16 @@ def table(pages: list[dict], hooks: list[dict], tokens: dict, rss: list[float]) 
             f"{cell(hooks, f'{store}_p99', '{:.1f}')} ms | **×{statistics.median(ratio):.2f}** "
             f"({min(ratio):.2f}–{max(ratio):.2f}) | ≥ ×0.5, p99 ≤ 50 ms |"
         )
+        if all(f"floor_{store}_rate" in h for h in hooks):
+            floor = [h[f"floor_{store}_rate"] / h["bare_rate"] for h in hooks]
+            over_floor = [h[f"{store}_rate"] / h[f"floor_{store}_rate"] for h in hooks]
+            rows.append(
+                f"| the least verified durable ingest (`floor_app.py`), {store} | bare 204 endpoint "
+                f"| {cell(hooks, f'floor_{store}_rate', '{:.0f}')}, "
+                f"p99 {cell(hooks, f'floor_{store}_p99', '{:.1f}')} ms "
+                f"| ×{statistics.median(floor):.2f} ({min(floor):.2f}–{max(floor):.2f}); the portal "
+                f"**×{statistics.median(over_floor):.2f}** of it ({min(over_floor):.2f}–{max(over_floor):.2f}) | — |"
+            )
     if pages:
         rows.append(
             f"| token requests, whole run | one per worker (2) | {tokens.get('token')} | | keep |"
