@@ -9,6 +9,7 @@ work). A sealed id this portal did not make, or made under another secret key, o
 
 import base64
 import binascii
+import re
 from functools import lru_cache
 
 from cryptography.exceptions import InvalidTag
@@ -22,6 +23,7 @@ from .masking import mask_flow_id
 
 SEALED = "~"  # never in a flow id the portal opens (FLOW_ID: letters, digits, - and _)
 _KEY_PURPOSE = b"flow-portal: flow ids in URLs"
+_SEAL_TEXT = re.compile(r"[A-Za-z0-9_-]+")  # base64url without padding, as `in_url` writes it
 
 
 def hidden_in_urls(flow_id: str) -> bool:
@@ -38,15 +40,22 @@ def in_url(flow_id: str, secret_key: str) -> str:
 
 
 def from_url(text: str, secret_key: str) -> str | None:
-    """The flow id a URL names: `text` itself, or what a sealed one holds; None for a seal this portal did not make."""
+    """The flow id a URL names: `text` itself, or what a sealed one holds; None for a seal this portal did not make.
+
+    Only the seal exactly as `in_url` writes it opens: the base64 decoder alone would also take it with padding, a
+    character it skips or other unused bits at the end, and one flow would have many addresses.
+    """
     if not text.startswith(SEALED):
         return text
     encoded = text[len(SEALED) :]
+    if not _SEAL_TEXT.fullmatch(encoded):
+        return None
     try:
         sealed = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
-        return _cipher(secret_key).decrypt(sealed, None).decode()
+        flow_id = _cipher(secret_key).decrypt(sealed, None).decode()
     except (binascii.Error, ValueError, InvalidTag):  # ValueError: too short for AES-SIV, or not UTF-8
         return None
+    return flow_id if in_url(flow_id, secret_key) == text else None
 
 
 def url_form(text: str) -> str:
