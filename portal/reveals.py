@@ -1,11 +1,13 @@
 """Reveal grants: after a recorded reveal, the same browser may reload the revealed page for a short while.
 
-The session holds only flow ids, when each grant ends and the purpose stated, never a national id.
+The session holds only flows as their addresses name them, when each grant ends and the purpose stated, never a
+national id: the session cookie is signed, not encrypted, so a flow id that reads as one goes in sealed (flowlinks).
 """
 
 from flask import session
 
 from . import current
+from .flowlinks import url_form
 
 REVEAL_WINDOW = 300  # seconds a reveal may be reloaded without being recorded again
 MAX_GRANTS = 20
@@ -19,20 +21,21 @@ def grant_reveal(flow_id: str, purpose: str) -> None:
     """Let this session reload `flow_id`'s revealed page until REVEAL_WINDOW has passed."""
     now = _now()
     grants = {key: grant for key, grant in session.get("reveals", {}).items() if _until(grant) > now}
-    grants[flow_id] = [now + REVEAL_WINDOW, purpose]  # the purpose until the person's access log has it
+    grants[url_form(flow_id)] = [now + REVEAL_WINDOW, purpose]  # the purpose until the person's access log has it
     session["reveals"] = dict(sorted(grants.items(), key=lambda item: _until(item[1]))[-MAX_GRANTS:])
 
 
 def reveal_is_fresh(flow_id: str) -> bool:
-    return _until(session.get("reveals", {}).get(flow_id)) > _now()
+    return _until(session.get("reveals", {}).get(url_form(flow_id))) > _now()
 
 
 def purpose_to_log(flow_id: str) -> str | None:
     """The purpose of a fresh reveal not yet written to the access log, once; None after that."""
-    grant = session.get("reveals", {}).get(flow_id)
+    key = url_form(flow_id)
+    grant = session.get("reveals", {}).get(key)
     if not (isinstance(grant, list) and len(grant) == 2 and grant[1]):
         return None
-    session["reveals"] = session["reveals"] | {flow_id: [grant[0], None]}
+    session["reveals"] = session["reveals"] | {key: [grant[0], None]}
     return grant[1]
 
 

@@ -12,12 +12,16 @@ from html import unescape
 from types import SimpleNamespace
 from urllib.parse import parse_qsl, urlsplit
 
+import altservice
 import pytest
 from alt_fixtures import app, sandbox  # noqa: F401 - the portal in front of the alternative service
+from support import form_data
 from werkzeug.datastructures import MultiDict
 
+from portal.extensions import db
 from portal.flowlinks import SEALED, from_url, hidden_in_urls, in_url
 from portal.listing import ListQuery, parse_list_query
+from portal.models import FlowRecord, utc_now
 from portal.notify.outbox import flow_url as notice_flow_url
 
 FINNISH, SWEDISH = "131052-308T", "811218-9876"
@@ -196,3 +200,44 @@ def test_a_changed_or_foreign_seal_is_not_found_and_a_bad_cursor_is_explained(na
     assert page.status_code == 200 and "That page position is not valid" in page.text
     events = staff.get("/events?flow=~" + "A" * 40)
     assert events.status_code == 302, "a seal the portal did not make is left out of the filters, with a word"
+
+
+def session_of(client) -> dict:
+    """The signed (not encrypted) session cookie as anyone holding it can read it."""
+    portal = client.application
+    cookie = client.get_cookie(portal.config["SESSION_COOKIE_NAME"])
+    return portal.session_interface.get_signing_serializer(portal).loads(cookie.value)
+
+
+def test_a_reveal_grant_keeps_the_flow_sealed_in_the_session_cookie(named_by_ids, signed_in):
+    operator = signed_in("operator")
+    sealed = in_url(FINNISH, operator.application.config["SECRET_KEY"])
+    operator.post(f"/flows/{sealed}/reveal", data={"purpose": "Identity check"})
+    assert list(session_of(operator)["reveals"]) == [sealed]
+    assert_nothing_given_away(repr(session_of(operator)))
+    again = operator.get(f"/flows/{sealed}/reveal")
+    assert again.status_code == 200 and "131052-308T" in again.text, "the grant still lets the page reload"
+
+
+def test_a_created_flow_named_by_an_id_is_announced_masked(alt, signed_in, monkeypatch):
+    """Created, answered with a Location alone: the flash names the flow by its id, which reads as a national id."""
+    named = SimpleNamespace(uuid4=lambda: FINNISH, uuid5=uuid.uuid5, NAMESPACE_URL=uuid.NAMESPACE_URL, UUID=uuid.UUID)
+    monkeypatch.setattr(altservice, "uuid", named)
+    alt.set(create="location_only")
+    operator = signed_in("operator")
+    created = operator.post("/flows/new", data=form_data(operator))
+    assert created.status_code == 302 and "/flows/~" in created.headers["Location"]
+    assert_nothing_given_away(repr(session_of(operator)))
+    page = operator.get(created.headers["Location"])
+    assert "Flow 131052-••••" in page.text
+    assert_nothing_given_away(page.get_data(as_text=True))
+
+
+def test_the_gaps_page_names_a_flow_without_a_reference_masked(signed_in):
+    admin = signed_in("admin")
+    with admin.application.app_context():
+        db.session.add(FlowRecord(flow_id=FINNISH, change_source="webhook", gap_at=utc_now(), gap_reason="no event"))
+        db.session.commit()
+    page = admin.get("/admin/gaps")
+    assert page.status_code == 200 and "131052-••••" in page.text
+    assert_nothing_given_away(page.get_data(as_text=True))

@@ -43,7 +43,7 @@ from ..flowlinks import hidden_in_urls
 from ..flowsearch import SearchQuery, read_search, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, RevealForm
 from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query
-from ..masking import mask_national_id
+from ..masking import mask_flow_id, mask_national_id
 from ..models import utc_now
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..roles import role_required
@@ -377,7 +377,8 @@ def _created(token: str, created):
         )
         return redirect(url_for("flows.index"))
     settle_submission(token, created.flow_id, created.reference_id)
-    flash(_("Flow %(reference)s was created.", reference=created.reference_id or created.flow_id), "success")
+    shown = created.reference_id or mask_flow_id(created.flow_id)  # a flash lives in the session cookie a while
+    flash(_("Flow %(reference)s was created.", reference=shown), "success")
     return redirect(url_for("flows.detail", flow_id=created.flow_id))
 
 
