@@ -2,7 +2,8 @@
 
 The flow list is live from the service until a search or filter is asked for; then it comes from
 the flow index. A national id is never kept in an address: the page turns it into its keyed hash
-(`person`) before showing anything.
+(`person`) before showing anything. Other search text that holds one (a flow id a service made of one, a name
+beside it) goes into links sealed, as flow ids do (`flowlinks`).
 """
 
 import re
@@ -14,7 +15,9 @@ from werkzeug.datastructures import MultiDict
 
 from .flowindex.keys import NationalId, read_national_id
 from .flowindex.search import FlowSearch, Position
+from .flowlinks import SEALED, from_url_form, hidden_in_urls, url_form
 from .forms import FlowSearchForm
+from .masking import mask_text
 
 # Parameters that ask for the index, with their values that do not (the live list's defaults).
 INDEX_PARAMETERS = {
@@ -75,6 +78,8 @@ class SearchQuery:
         """This search's address with `changes` (None drops a parameter), defaults left out."""
         args = {name: value for name, value in self.args.items() if name not in POSITIONS} | changes
         kept = {name: value for name, value in args.items() if value not in (None, "", DEFAULTS.get(name))}
+        if kept.get("q"):
+            kept["q"] = url_form(kept["q"])
         return url_for(endpoint, **kept)
 
     def page_url(self, position: Position, direction: str) -> str:
@@ -97,14 +102,18 @@ class SearchQuery:
         shown = {name: value for name, value in self.args.items() if value and name not in (*POSITIONS, "limit")}
         if "person" in shown:
             shown["person"] = f"hash:{shown['person'][:12]}"
+        if "q" in shown:
+            shown["q"] = mask_text(shown["q"])
         return " ".join(f"{name}={value}" for name, value in sorted(shown.items()))[:MAX_AUDIT_TARGET] or "all"
 
 
 def read_search(args) -> tuple[SearchQuery, list[str]]:
     """The search in `args`, with every unusable value dropped and a message saying so."""
-    form = FlowSearchForm(formdata=MultiDict({name: value.strip() for name, value in args.items()}))
+    values, problems = _opened({name: value.strip() for name, value in args.items()})
+    form = FlowSearchForm(formdata=MultiDict(values))
     form.validate()
-    problems = []
+    if form.q.data and hidden_in_urls(form.q.data):  # the box shows it as the address holds it, as the events box
+        form.q.data = url_form(form.q.data)
     for field in form:
         for error in field.errors:
             problems.append(_("%(field)s: %(problem)s That value was left out.", field=field.label.text, problem=error))
@@ -130,6 +139,22 @@ def read_search(args) -> tuple[SearchQuery, list[str]]:
         form=form,
     )
     return query, problems
+
+
+def _opened(values: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The values with a sealed search text opened; a seal this portal did not make is left out, with a word."""
+    if not values.get("q", "").startswith(SEALED):
+        return values, []
+    text = from_url_form(values["q"])
+    if text is None:
+        return values | {"q": ""}, [_("A filter value was not valid and was left out.")]  # as the events list says
+    return values | {"q": text}, []
+
+
+def typed_whole(query: SearchQuery, sent: str) -> bool:
+    """Whether the search text holds a national id and was sent as typed, not sealed: out of the address with it."""
+    text = query.args.get("q") or ""
+    return hidden_in_urls(text) and sent.strip() != url_form(text)
 
 
 def _flow_search(form: FlowSearchForm, raw: dict[str, str], text: str | None) -> FlowSearch:

@@ -20,6 +20,7 @@ from werkzeug.datastructures import MultiDict
 
 from portal.extensions import db
 from portal.flowlinks import SEALED, from_url, hidden_in_urls, in_url
+from portal.flowsearch import read_search
 from portal.listing import ListQuery, parse_list_query
 from portal.models import FlowRecord, utc_now
 from portal.notify.outbox import flow_url as notice_flow_url
@@ -241,3 +242,64 @@ def test_the_gaps_page_names_a_flow_without_a_reference_masked(signed_in):
     page = admin.get("/admin/gaps")
     assert page.status_code == 200 and "131052-••••" in page.text
     assert_nothing_given_away(page.get_data(as_text=True))
+
+
+@pytest.mark.parametrize(
+    ("typed", "digits"),
+    [
+        ("flow-19811218-9876-ab", "19811218-9876"),
+        ("Virtanen 131052-308T", "131052-308T"),
+        ("NO15108695088", "15108695088"),
+    ],
+)
+def test_search_text_holding_an_id_is_taken_out_of_the_address_and_every_link(signed_in, typed, digits):
+    """Not a national id alone (that becomes its keyed hash), but text holding one: sealed, as a flow id is."""
+    staff = signed_in("viewer")
+    answer = staff.get("/flows", query_string={"q": typed})
+    assert answer.status_code == 302 and "q=~" in answer.headers["Location"]
+    page = staff.get(answer.headers["Location"])
+    assert page.status_code == 200
+    shown = [answer.headers["Location"], page.get_data(as_text=True), *urls_in(page)]
+    assert not [text for text in shown if digits in text or digits.replace("-", "") in text]
+    assert any("q=~" in url for url in urls_in(page)), "the tabs, export and pages keep the search, sealed"
+    with staff.application.test_request_context():
+        assert digits not in read_search(MultiDict({"q": typed}))[0].describe(), "nor in the audit log's line"
+
+
+def test_a_sealed_search_finds_what_the_text_names(named_by_ids, signed_in):
+    named_by_ids.find(named_by_ids.current_ids()[1]).id = "flow-19811218-9876-ab"
+    staff = signed_in("viewer")
+    staff.get("/flows")  # the index learns the flows of the first page
+    staff.application.extensions["flow_index"].flush()
+    searched = staff.get(staff.get("/flows?q=flow-19811218-9876-ab").headers["Location"])
+    assert searched.status_code == 302, "a flow named exactly: straight to its page"
+    assert searched.headers["Location"].endswith("/flows/" + in_url("flow-19811218-9876-ab", secret_key_of(staff)))
+    foreign = staff.get("/flows?q=" + in_url("flow-19811218-9876-ab", "another-secret-key-0000"))
+    assert foreign.status_code == 302 and "q=" not in foreign.headers["Location"]
+
+
+def test_a_reference_several_flows_share_is_searched_sealed(signed_in):
+    staff = signed_in("viewer")
+    with staff.application.app_context():
+        shared = [FlowRecord(flow_id=f"flow-{n}", reference_id=FINNISH, change_source="list") for n in (1, 2)]
+        db.session.add_all(shared)
+        db.session.commit()
+    answer = staff.get("/flows/" + in_url(FINNISH, secret_key_of(staff)))
+    assert answer.status_code == 302
+    assert_nothing_given_away(answer.headers["Location"])
+    assert "q=~" in answer.headers["Location"]
+    searched = staff.get(answer.headers["Location"], follow_redirects=True)  # a valid id: searched as a person
+    assert searched.status_code == 200 and "person=" in searched.request.full_path
+    assert_nothing_given_away(searched.request.full_path)
+
+
+def test_an_events_filter_typed_whole_is_taken_out_of_the_address(named_by_ids, signed_in):
+    staff = signed_in("viewer")
+    answer = staff.get(f"/events?flow={FINNISH}")
+    assert answer.status_code == 302 and "flow=~" in answer.headers["Location"]
+    assert_nothing_given_away(answer.headers["Location"])
+    assert staff.get(answer.headers["Location"]).status_code == 200
+
+
+def secret_key_of(client) -> str:
+    return client.application.config["SECRET_KEY"]

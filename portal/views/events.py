@@ -12,7 +12,7 @@ from ..access_log import EVENT_PAYLOAD, record_access, subject_key_of_event
 from ..audit import record_audit
 from ..csvexport import csv_response
 from ..flowindex.gapcheck import unknown_flows
-from ..flowlinks import from_url_form, url_form
+from ..flowlinks import from_url_form, hidden_in_urls, url_form
 from ..models import WebhookEvent, utc_now
 from ..paging import MAX_ROW_ID, before_argument
 from ..webhooks.store import (
@@ -65,9 +65,16 @@ def _valid_filters():
     filters, dropped = _filters(request.args)
     if dropped:
         flash(_("A filter value was not valid and was left out."), "warning")
-        assert request.endpoint is not None  # a view is answering
-        return filters, redirect(url_for(request.endpoint, **_in_url(filters)))
-    return filters, None
+    elif not _typed_whole(filters):
+        return filters, None
+    assert request.endpoint is not None  # a view is answering
+    return filters, redirect(url_for(request.endpoint, **_in_url(filters)))
+
+
+def _typed_whole(filters: dict) -> bool:
+    """Whether the flow filter reads as a national id and was sent as typed, not sealed: out of the address with it."""
+    flow: str = filters.get("flow", "")
+    return hidden_in_urls(flow) and request.args.get("flow", "").strip() != url_form(flow)
 
 
 def _search(filters: dict) -> dict:

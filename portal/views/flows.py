@@ -39,8 +39,8 @@ from ..flowindex.search import (
 )
 from ..flowindex.status import consent_since, status_of_detail, status_of_record, statuses_of_page
 from ..flowindex.store import index_record
-from ..flowlinks import hidden_in_urls
-from ..flowsearch import SearchQuery, read_search, wants_index
+from ..flowlinks import hidden_in_urls, url_form
+from ..flowsearch import SearchQuery, read_search, typed_whole, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, RevealForm
 from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query
 from ..masking import mask_flow_id, mask_national_id
@@ -102,6 +102,8 @@ def _search():
         return _without_unusable_values(query, problems)
     if query.national_id:  # an address never keeps a national id: search by its keyed hash instead
         return redirect(query.url(q=None, person=query.national_id.keyed_hash(settings().index_key)))
+    if not query.positioned and typed_whole(query, request.args.get("q", "")):  # nor text that holds one
+        return redirect(query.url())
     if query.text and not query.positioned and (flow_id := flow_named(query.text)):
         return redirect(url_for("flows.detail", flow_id=flow_id))
     page = search_page(query.search, query.limit, query.after, query.before)
@@ -247,7 +249,7 @@ def detail(flow_id: str):
     if (named := flow_named(typed)) and named != flow_id:  # a reference (/flows/LA-10040): to its flow
         return redirect(url_for("flows.detail", flow_id=named))
     if not named and index_knows_reference(typed):  # a reference several flows share: let staff choose
-        return redirect(url_for("flows.index", q=typed))
+        return redirect(url_for("flows.index", q=url_form(typed)))
     if hidden_in_urls(typed) and request.path.endswith(flow_id):  # asked for whole: leave it out of the address
         return redirect(url_for("flows.detail", flow_id=typed))
     return _render_detail(flow_id)
