@@ -27,6 +27,7 @@ from .flowapi import (
     UpstreamTimeout,
     ValidationFailed,
 )
+from .flowlinks import return_address
 
 log = logging.getLogger(__name__)
 DATABASE_RETRY_AFTER = 10  # seconds a webhook sender or a person is asked to wait while the database is away
@@ -160,8 +161,14 @@ def render_error(
         reason=reason,
         reason_from_identity_provider=reason_from_identity_provider,
         support_code=support_code,
-        retry_url=retry_url or (request.full_path.rstrip("?") if retry and request.method == "GET" else None),
+        retry_url=retry_url or _retry_url(retry),
     ), status
+
+
+def _retry_url(retry: bool) -> str | None:
+    """The page asked for again; none when its address holds a national id (it would stand in the page's links)."""
+    path = request.full_path.rstrip("?")
+    return path if retry and request.method == "GET" and return_address(path) == path else None
 
 
 def _upstream_page(error: FlowApiError) -> tuple:

@@ -11,6 +11,7 @@ import base64
 import binascii
 import re
 from functools import lru_cache
+from urllib.parse import unquote_plus
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -33,9 +34,11 @@ def hidden_in_urls(flow_id: str) -> bool:
 
 def in_url(flow_id: str, secret_key: str) -> str:
     """How `flow_id` stands in a URL: as it is, or sealed."""
-    if not hidden_in_urls(flow_id):
-        return flow_id
-    sealed = _cipher(secret_key).encrypt(flow_id.encode(), None)
+    return _sealed(flow_id, secret_key) if hidden_in_urls(flow_id) else flow_id
+
+
+def _sealed(text: str, secret_key: str) -> str:
+    sealed = _cipher(secret_key).encrypt(text.encode(), None)
     return SEALED + base64.urlsafe_b64encode(sealed).rstrip(b"=").decode("ascii")
 
 
@@ -55,7 +58,7 @@ def from_url(text: str, secret_key: str) -> str | None:
         flow_id = _cipher(secret_key).decrypt(sealed, None).decode()
     except (binascii.Error, ValueError, InvalidTag):  # ValueError: too short for AES-SIV, or not UTF-8
         return None
-    return flow_id if in_url(flow_id, secret_key) == text else None
+    return flow_id if _sealed(flow_id, secret_key) == text else None
 
 
 def url_form(text: str) -> str:
@@ -67,6 +70,20 @@ def url_form(text: str) -> str:
 
 def from_url_form(text: str) -> str | None:
     return from_url(text, current.settings().secret_key)
+
+
+def sent_whole(value: str, sent: str) -> bool:
+    """Whether `value` (a query parameter as read) reads as a national id and `sent` gave it as typed, not sealed:
+    the view redirects to the sealed address, to take it out of the address bar and the browser's history."""
+    return hidden_in_urls(value) and sent.strip() != url_form(value)
+
+
+def return_address(path: str) -> str:
+    """A page's own address (path and query string) as a `next` field carries it back: sealed when, decoded, it
+    holds a national id (a cursor or a search typed into the address bar); `auth.safe_next` opens it."""
+    if not hidden_in_urls(unquote_plus(path)):  # %20 or + before the digits would hide them from the mask
+        return path
+    return _sealed(path, current.settings().secret_key)
 
 
 @lru_cache(maxsize=4)

@@ -15,7 +15,7 @@ from werkzeug.datastructures import MultiDict
 
 from .flowindex.keys import NationalId, read_national_id
 from .flowindex.search import FlowSearch, Position
-from .flowlinks import SEALED, from_url_form, hidden_in_urls, url_form
+from .flowlinks import SEALED, from_url_form, hidden_in_urls, sent_whole, url_form
 from .forms import FlowSearchForm
 from .masking import mask_text
 
@@ -153,8 +153,7 @@ def _opened(values: dict[str, str]) -> tuple[dict[str, str], list[str]]:
 
 def typed_whole(query: SearchQuery, sent: str) -> bool:
     """Whether the search text holds a national id and was sent as typed, not sealed: out of the address with it."""
-    text = query.args.get("q") or ""
-    return hidden_in_urls(text) and sent.strip() != url_form(text)
+    return sent_whole(query.args.get("q") or "", sent)
 
 
 def _flow_search(form: FlowSearchForm, raw: dict[str, str], text: str | None) -> FlowSearch:

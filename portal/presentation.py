@@ -14,7 +14,7 @@ from flask_babel import lazy_gettext as _l
 
 from . import current
 from .flowapi import FLOW_ID
-from .flowlinks import url_form
+from .flowlinks import return_address, url_form
 from .i18n import Words, request_words, translated
 from .i18n import gettext as _
 from .labels import access_kind_label, action_label, audit_action_label, purpose_label, role_label, status_label
@@ -225,6 +225,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(utc_time, "utctime")
     app.add_template_filter(flow_url, "flow_url")
     app.add_template_filter(url_form, "in_url")
+    app.add_template_filter(return_address, "return_address")
     app.add_template_test(openable_flow_id, "openable_flow_id")
     app.add_template_filter(status_tone, "tone")
     app.add_template_filter(shown, "shown")

@@ -18,6 +18,7 @@ from . import current
 from .accounts import StaffMember, account_by_id, staff_member
 from .database import DatabaseUnavailable, database_unavailable, is_unavailable, mark_unavailable
 from .extensions import db, login_manager
+from .flowlinks import return_address
 from .models import User
 from .settings import Settings
 
@@ -48,6 +49,7 @@ def init_app(app: Flask, settings: Settings) -> None:
     login_manager.login_message_category = "info"
     login_manager.session_protection = "strong"
     login_manager.user_loader(_load_user)
+    login_manager.unauthorized_handler(_to_sign_in)
     app.before_request(_require_sign_in)
     if settings.staff_sso_enabled:
         assert settings.oidc_issuer is not None  # what staff_sso_enabled says
@@ -152,9 +154,19 @@ def _require_sign_in():
         ended = g.get("session_ended")
         if ended and request.method == "GET":
             flash(str(SESSION_ENDED[ended]), "info")
-            return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
+            return redirect(_sign_in_url())
         return login_manager.unauthorized()
     return None
+
+
+def _to_sign_in():
+    """Flask-Login's answer to a signed-out request, with the page to come back to sealed where it must be."""
+    flash(str(login_manager.login_message), login_manager.login_message_category)
+    return redirect(_sign_in_url())
+
+
+def _sign_in_url() -> str:
+    return url_for("auth.login", next=return_address(request.full_path.rstrip("?")))
 
 
 def forget_user() -> None:

@@ -15,14 +15,14 @@ from urllib.parse import parse_qsl, urlsplit
 import altservice
 import pytest
 from alt_fixtures import app, sandbox  # noqa: F401 - the portal in front of the alternative service
-from support import form_data
+from support import form_data, sign_in
 from werkzeug.datastructures import MultiDict
 
 from portal.extensions import db
 from portal.flowlinks import SEALED, from_url, hidden_in_urls, in_url
 from portal.flowsearch import read_search
 from portal.listing import ListQuery, parse_list_query
-from portal.models import FlowRecord, utc_now
+from portal.models import AuditEntry, FlowRecord, utc_now
 from portal.notify.outbox import flow_url as notice_flow_url
 
 FINNISH, SWEDISH = "131052-308T", "811218-9876"
@@ -303,3 +303,82 @@ def test_an_events_filter_typed_whole_is_taken_out_of_the_address(named_by_ids, 
 
 def secret_key_of(client) -> str:
     return client.application.config["SECRET_KEY"]
+
+
+def next_field(page) -> str:
+    return unescape(re.search(r'name="next"[^>]*value="([^"]*)"', page.get_data(as_text=True))[1])
+
+
+def test_a_signed_out_visit_comes_back_after_sign_in_and_the_id_stays_out_of_the_way(make_user, signed_in):
+    visitor = signed_in("viewer").application.test_client()
+    asked = "/flows?q=Virtanen+131052-308T"
+    to_sign_in = visitor.get(asked)
+    assert to_sign_in.status_code == 302
+    assert_nothing_given_away(to_sign_in.headers["Location"])
+    form = visitor.get(to_sign_in.headers["Location"])
+    assert_nothing_given_away(form.get_data(as_text=True))
+    back = sign_in(visitor, make_user("viewer"), next_url=next_field(form))
+    assert back.headers["Location"] == asked, "after sign-in, the page asked for (it then seals its search)"
+    assert visitor.get(asked).headers["Location"].startswith("/flows?q=~")
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        "/flows?q=Virtanen+131052-308T&after=n.1",  # a page position does not keep the search whole
+        "/flows/foo%20131052-308T",  # not found: the page's own address goes into its language form sealed
+        "/flows?after=811218-9876",  # a live-list position typed by hand
+    ],
+)
+def test_a_page_asked_for_with_an_id_in_its_address_keeps_it_out_of_its_links_and_forms(signed_in, asked):
+    staff = signed_in("viewer")
+    page = staff.get(asked)
+    if page.status_code == 302:
+        assert_nothing_given_away(page.headers["Location"])
+        page = staff.get(page.headers["Location"])
+    assert_nothing_given_away(*urls_in(page), next_field(page))
+    switched = staff.post("/language", data={"language": "fi", "next": next_field(page)})
+    assert switched.status_code == 302, "the language form still brings the page back"
+
+
+def test_the_retry_link_of_a_page_whose_address_holds_an_id_is_left_out(alt, signed_in):
+    alt.set(list_status=503)
+    page = signed_in("viewer").get("/flows?after=811218-9876")
+    assert page.status_code in (502, 503)
+    assert_nothing_given_away(*urls_in(page))
+
+
+def test_exports_asked_for_with_an_id_whole_are_redirected_sealed_and_audited_masked(named_by_ids, signed_in):
+    staff = signed_in("viewer")
+    for asked in (f"/events/export.csv?flow={FINNISH}", "/flows/export.csv?q=Virtanen+131052-308T"):
+        answer = staff.get(asked)
+        assert answer.status_code == 302, asked
+        assert_nothing_given_away(answer.headers["Location"])
+        assert staff.get(answer.headers["Location"]).status_code == 200
+    with staff.application.app_context():
+        targets = [entry.target for entry in db.session.query(AuditEntry).filter(AuditEntry.action.like("export_%"))]
+    assert len(targets) == 2
+    assert_nothing_given_away(*targets)
+
+
+def test_an_event_type_that_reads_as_a_national_id_is_left_out(signed_in):
+    answer = signed_in("viewer").get(f"/events?type={FINNISH}")
+    assert answer.status_code == 302 and "type=" not in answer.headers["Location"]
+
+
+def test_the_audit_log_filtered_by_a_flow_named_by_an_id_keeps_it_sealed(named_by_ids, signed_in):
+    operator, admin = signed_in("operator"), signed_in("admin")
+    sealed = in_url(FINNISH, secret_key_of(admin))
+    operator.post(f"/flows/{sealed}/reveal", data={"purpose": "Identity check"})  # audited under the flow's id
+    for asked in (f"/admin/audit?target={FINNISH}", f"/admin/audit/export.csv?target={FINNISH}"):
+        answer = admin.get(asked)
+        assert answer.status_code == 302, asked
+        assert_nothing_given_away(answer.headers["Location"])
+    page = admin.get(f"/admin/audit?target={sealed}")
+    assert page.status_code == 200 and "131052-••••" in page.text, "the flow's entries, masked"
+    assert_nothing_given_away(*urls_in(page))
+    export = next(url for url in urls_in(page) if "/admin/audit/export.csv" in url)
+    assert "reveal_national_id,131052-••••" in admin.get(export).text, "the export finds the flow's entries, masked"
+    with admin.application.app_context():
+        exported = db.session.query(AuditEntry).filter_by(action="export_audit").one()
+    assert_nothing_given_away(exported.target)

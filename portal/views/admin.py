@@ -26,6 +26,7 @@ from ..csvexport import download_response
 from ..flowindex.gapcheck import event_counts, gap_page, unknown_page
 from ..flowindex.gaps import describe_gap
 from ..flowindex.search import day_start
+from ..flowlinks import SEALED, from_url_form, hidden_in_urls, sent_whole, url_form
 from ..forms import (
     AuditFilterForm,
     ConfirmForm,
@@ -35,7 +36,7 @@ from ..forms import (
     SubjectRequestForm,
     UserChangeForm,
 )
-from ..masking import mask_national_id
+from ..masking import mask_flow_id, mask_national_id
 from ..models import RejectedDelivery, utc_now
 from ..notify import notifier, review
 from ..notify.triggers import INCIDENT_NOTICES_PER_FLOW
@@ -128,10 +129,23 @@ def sign_out_user(user_id: int):
 
 def _audit_form() -> AuditFilterForm:
     """The audit log's filters from the query string, validated."""
-    args = MultiDict({name: value.strip() for name, value in request.args.items() if name != "before"})
-    form = AuditFilterForm(audit_actions(), formdata=args)
+    args = {name: value.strip() for name, value in request.args.items() if name != "before"}
+    if args.get("target", "").startswith(SEALED):  # a flow id that reads as a national id, as links carry it
+        args["target"] = from_url_form(args["target"]) or args["target"]
+    form = AuditFilterForm(audit_actions(), formdata=MultiDict(args))
     form.validate()
     return form
+
+
+def _shown_sealed(form: AuditFilterForm) -> AuditFilterForm:
+    """The target box shows a flow id that reads as a national id as the address holds it (after the search)."""
+    if form.target.data and hidden_in_urls(form.target.data):
+        form.target.data = url_form(form.target.data)
+    return form
+
+
+def _target_sent_whole(form: AuditFilterForm) -> bool:
+    return sent_whole((form.target.raw_data or [""])[0], request.args.get("target", ""))
 
 
 def _audit_filters(form: AuditFilterForm) -> AuditFilter:
@@ -147,8 +161,10 @@ def _audit_filters(form: AuditFilterForm) -> AuditFilter:
 
 
 def _filter_args(form: AuditFilterForm) -> dict:
-    """The filters given, as query arguments for the links that keep them."""
-    return {field.name: field.raw_data[0] for field in form if field.raw_data and field.raw_data[0]}
+    """The filters given, as query arguments for the links that keep them (a target that reads as a national id
+    sealed)."""
+    given = {field.name: field.raw_data[0] for field in form if field.raw_data and field.raw_data[0]}
+    return given | {"target": url_form(given["target"])} if "target" in given else given
 
 
 @bp.get("/audit")
@@ -158,10 +174,12 @@ def audit():
     if form.errors:
         return render_template("admin/audit.html", form=form, page=None), 400
     args, before = _filter_args(form), before_argument(request.args.get("before"))
+    if _target_sent_whole(form):
+        return redirect(url_for("admin.audit", **args, before=request.args.get("before") or None))
     page = find_audit(_audit_filters(form), before, PAGE_SIZE)
     return render_template(
         "admin/audit.html",
-        form=form,
+        form=_shown_sealed(form),
         page=page,
         filtered=bool(args),
         next_url=url_for("admin.audit", **args, before=page.next_before) if page.next_before else None,
@@ -176,7 +194,10 @@ def audit_export(fmt: str):
     form = _audit_form()
     if form.errors:
         return render_template("admin/audit.html", form=form, page=None), 400
-    record_audit(current_user.username, "export_audit", urlencode(_filter_args(form)) or "all entries")
+    if _target_sent_whole(form):
+        return redirect(url_for("admin.audit_export", fmt=fmt, **_filter_args(form)))
+    given = {field.name: mask_flow_id(field.raw_data[0]) for field in form if field.raw_data and field.raw_data[0]}
+    record_audit(current_user.username, "export_audit", urlencode(given) or "all entries")
     chunks = export_audit(_audit_filters(form), fmt)
     return download_response(f"audit-{utc_now():%Y%m%d-%H%M%S}.{fmt}", chunks, EXPORT_FORMATS[fmt])
 

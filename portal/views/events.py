@@ -12,7 +12,8 @@ from ..access_log import EVENT_PAYLOAD, record_access, subject_key_of_event
 from ..audit import record_audit
 from ..csvexport import csv_response
 from ..flowindex.gapcheck import unknown_flows
-from ..flowlinks import from_url_form, hidden_in_urls, url_form
+from ..flowlinks import from_url_form, hidden_in_urls, sent_whole, url_form
+from ..masking import mask_flow_id
 from ..models import WebhookEvent, utc_now
 from ..paging import MAX_ROW_ID, before_argument
 from ..webhooks.store import (
@@ -39,6 +40,8 @@ def _filters(args) -> tuple[dict, bool]:
         "before": args.get("before", "").strip(),
     }
     clean = {name: value for name, value in raw.items() if value and FILTER_VALUE.fullmatch(value)}
+    if hidden_in_urls(clean.get("type", "")):  # no event type reads as a national id: one typed by mistake
+        del clean["type"]
     if "before" in clean and before_argument(clean["before"]) is None:
         del clean["before"]
     if clean.get("unlinked") == "0":
@@ -73,8 +76,7 @@ def _valid_filters():
 
 def _typed_whole(filters: dict) -> bool:
     """Whether the flow filter reads as a national id and was sent as typed, not sealed: out of the address with it."""
-    flow: str = filters.get("flow", "")
-    return hidden_in_urls(flow) and request.args.get("flow", "").strip() != url_form(flow)
+    return sent_whole(filters.get("flow", ""), request.args.get("flow", ""))
 
 
 def _search(filters: dict) -> dict:
@@ -116,8 +118,11 @@ def export():
     if dropped:  # export nothing that was not asked for: back to the list, which says what was left out
         flash(_("A filter value was not valid and was left out."), "warning")
         return redirect(url_for("events.index", **_in_url(filters)))
+    if _typed_whole(filters):
+        return redirect(url_for("events.export", **_in_url(filters)))
     filters.pop("before", None)
-    record_audit(current_user.username, "export_events", urlencode(filters) or "all events")
+    audited = {name: mask_flow_id(value) for name, value in filters.items()}
+    record_audit(current_user.username, "export_events", urlencode(audited) or "all events")
     rows = (_export_row(event) for event in iter_matching_events(**_search(filters)))
     return csv_response(f"events-{utc_now():%Y%m%d-%H%M%S}.csv", EXPORT_COLUMNS, rows)
 

@@ -102,8 +102,8 @@ def _search():
         return _without_unusable_values(query, problems)
     if query.national_id:  # an address never keeps a national id: search by its keyed hash instead
         return redirect(query.url(q=None, person=query.national_id.keyed_hash(settings().index_key)))
-    if not query.positioned and typed_whole(query, request.args.get("q", "")):  # nor text that holds one
-        return redirect(query.url())
+    if typed_whole(query, request.args.get("q", "")):  # nor text that holds one
+        return redirect(query.url(**{name: query.args[name] for name in ("after", "before") if name in query.args}))
     if query.text and not query.positioned and (flow_id := flow_named(query.text)):
         return redirect(url_for("flows.detail", flow_id=flow_id))
     page = search_page(query.search, query.limit, query.after, query.before)
@@ -165,8 +165,10 @@ def export():
     query, problems = read_search(request.args)
     if problems:
         return _without_unusable_values(query, problems)
-    if query.national_id:
-        query = query.with_person(query.national_id.keyed_hash(settings().index_key))
+    if query.national_id:  # typed into the address: out of it, as the list does
+        return redirect(query.with_person(query.national_id.keyed_hash(settings().index_key)).export_url())
+    if typed_whole(query, request.args.get("q", "")):
+        return redirect(query.export_url())
     record_audit(current_user.username, "export_flows", query.describe())
     people = recorded_while_read(
         export_rows(query.search), EXPORT_ROW, lambda row: (row.national_id_hash, "flows export")

@@ -12,6 +12,7 @@ from .. import current, metrics
 from ..accounts import find_account, find_sso_account, record_sign_in, remember_language
 from ..audit import record_audit
 from ..errors import csrf_error_page
+from ..flowlinks import SEALED, from_url_form
 from ..forms import ConfirmForm, LoginForm
 from ..i18n import LANGUAGES
 from ..masking import mask_text
@@ -23,7 +24,11 @@ bp = Blueprint("auth", __name__)
 
 
 def safe_next(target: str | None) -> str:
-    """A local path to go on to after sign-in; anything off-site or with control characters is the flow list."""
+    """A local path to go on to after sign-in; anything off-site or with control characters is the flow list.
+
+    A sealed one (`flowlinks.return_address`: the path held a national id) is opened first."""
+    if target and target.startswith(SEALED):
+        target = from_url_form(target)
     if (
         target
         and target.startswith("/")
