@@ -47,6 +47,13 @@ def clocked_client(sandbox, clock) -> FlowClient:
 
 @pytest.fixture
 def flow_client(sandbox) -> FlowClient:
+    """A client whose timeouts only a stuck sandbox reaches: a loaded machine must not fail tests not about time."""
+    return make_client(sandbox.url, FLOW_READ_TIMEOUT="10", FLOW_CONNECT_TIMEOUT="10")
+
+
+@pytest.fixture
+def quick_client(sandbox) -> FlowClient:
+    """A client that gives up after 1 s, for the tests of what a timeout does."""
     return make_client(sandbox.url)
 
 
@@ -229,21 +236,21 @@ def test_429_beyond_the_budget_surfaces_as_rate_limited(sandbox, clocked_client,
     assert clock.slept == [], "a wait past the budget is not waited: the error comes at once"
 
 
-def test_timeout_is_upstream_timeout_within_the_read_timeout(sandbox, flow_client):
+def test_timeout_is_upstream_timeout_within_the_read_timeout(sandbox, quick_client):
     """The service holds the answer 5 s; the read timeout (1 s) ends the wait: an error rather than late data."""
-    flow_client.list_flows()
+    quick_client.list_flows()
     sandbox.fault(mode="timeout", seconds=5, count=1)
     with pytest.raises(UpstreamTimeout) as raised:
-        flow_client.list_flows()
+        quick_client.list_flows()
     assert (raised.value.code, str(raised.value)) == ("read_timeout", "The Flow Service did not answer in time")
     assert raised.value.request_id, "the support code names the request, as for any answer"
 
 
-def test_a_post_is_not_repeated_after_a_timeout(sandbox, flow_client):
-    flow_client.list_flows()
+def test_a_post_is_not_repeated_after_a_timeout(sandbox, quick_client):
+    quick_client.list_flows()
     sandbox.fault(mode="timeout", seconds=1.5)
     with pytest.raises(UpstreamTimeout):
-        flow_client.create_flow("15108695088", "Nordmann", "https://lender.example/done")
+        quick_client.create_flow("15108695088", "Nordmann", "https://lender.example/done")
     # The client has given up; the sandbox finishes the held request on its own.
     wait_until(lambda: sandbox.stats()["flows_created"] >= 1, "the held create to finish")
     requests.delete(f"{sandbox.url}/sandbox/faults", timeout=5)
