@@ -11,7 +11,7 @@ import base64
 import binascii
 import re
 from functools import lru_cache
-from urllib.parse import unquote_plus
+from urllib.parse import parse_qsl, quote, unquote, unquote_plus, urlencode, urlsplit, urlunsplit
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -76,6 +76,15 @@ def sent_whole(value: str, sent: str) -> bool:
     """Whether `value` (a query parameter as read) reads as a national id and `sent` gave it as typed, not sealed:
     the view redirects to the sealed address, to take it out of the address bar and the browser's history."""
     return hidden_in_urls(value) and sent.strip() != url_form(value)
+
+
+def sealed_address(path: str) -> str:
+    """A local address with each path segment and query value that reads as a national id sealed: where a page's
+    sealed `next` leads back to, so that the way back does not hold the id either (the pages open what they seal)."""
+    parts = urlsplit(path)
+    segments = [quote(url_form(unquote(segment)), safe="~") for segment in parts.path.split("/")]
+    query = [(name, url_form(value)) for name, value in parse_qsl(parts.query, keep_blank_values=True)]
+    return urlunsplit(("", "", "/".join(segments), urlencode(query), ""))
 
 
 def return_address(path: str) -> str:

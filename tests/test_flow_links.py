@@ -19,7 +19,7 @@ from support import form_data, sign_in
 from werkzeug.datastructures import MultiDict
 
 from portal.extensions import db
-from portal.flowlinks import SEALED, from_url, hidden_in_urls, in_url
+from portal.flowlinks import SEALED, from_url, hidden_in_urls, in_url, return_address
 from portal.flowsearch import read_search
 from portal.listing import ListQuery, parse_list_query
 from portal.models import AuditEntry, FlowRecord, utc_now
@@ -318,8 +318,25 @@ def test_a_signed_out_visit_comes_back_after_sign_in_and_the_id_stays_out_of_the
     form = visitor.get(to_sign_in.headers["Location"])
     assert_nothing_given_away(form.get_data(as_text=True))
     back = sign_in(visitor, make_user("viewer"), next_url=next_field(form))
-    assert back.headers["Location"] == asked, "after sign-in, the page asked for (it then seals its search)"
-    assert visitor.get(asked).headers["Location"].startswith("/flows?q=~")
+    assert back.headers["Location"].startswith("/flows?q=~"), "back to the search asked for, sealed on the way"
+    assert visitor.get(back.headers["Location"]).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("asked", "back_to"),
+    [
+        ("/flows/131052-308T", "/flows/~"),
+        (f"/events?flow={FINNISH}&type=", "/events?flow=~"),
+        ("/x/a%20131052-308T", "/x/~"),
+    ],
+)
+def test_the_way_back_from_a_sealed_next_holds_no_id_either(signed_in, asked, back_to):
+    staff = signed_in("viewer")
+    with staff.application.test_request_context():
+        sealed = return_address(asked)
+    back = staff.post("/language", data={"language": "sv", "next": sealed})
+    assert back.status_code == 302 and back.headers["Location"].startswith(back_to)
+    assert_nothing_given_away(back.headers["Location"])
 
 
 @pytest.mark.parametrize(
@@ -382,3 +399,14 @@ def test_the_audit_log_filtered_by_a_flow_named_by_an_id_keeps_it_sealed(named_b
     with admin.application.app_context():
         exported = db.session.query(AuditEntry).filter_by(action="export_audit").one()
     assert_nothing_given_away(exported.target)
+
+
+@pytest.mark.parametrize("who", ["15108695088", "Virtanen 131052-308T"])
+def test_the_audit_log_filtered_by_who_keeps_an_id_typed_there_sealed(signed_in, who):
+    admin = signed_in("admin")
+    answer = admin.get("/admin/audit", query_string={"user": who})
+    assert answer.status_code == 302 and "user=~" in answer.headers["Location"]
+    page = admin.get(answer.headers["Location"])
+    assert page.status_code == 200
+    digits = who.split()[-1]
+    assert not [url for url in urls_in(page) if digits in url], "the exports and pages keep it sealed"

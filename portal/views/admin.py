@@ -127,25 +127,31 @@ def sign_out_user(user_id: int):
     return redirect(url_for("admin.users"))
 
 
+SEALABLE_FILTERS = ("user", "target")  # free text: a flow id, or anything typed, may read as a national id
+
+
 def _audit_form() -> AuditFilterForm:
     """The audit log's filters from the query string, validated."""
     args = {name: value.strip() for name, value in request.args.items() if name != "before"}
-    if args.get("target", "").startswith(SEALED):  # a flow id that reads as a national id, as links carry it
-        args["target"] = from_url_form(args["target"]) or args["target"]
+    for name in SEALABLE_FILTERS:  # a value that reads as a national id, as links carry it
+        if args.get(name, "").startswith(SEALED):
+            args[name] = from_url_form(args[name]) or args[name]
     form = AuditFilterForm(audit_actions(), formdata=MultiDict(args))
     form.validate()
     return form
 
 
 def _shown_sealed(form: AuditFilterForm) -> AuditFilterForm:
-    """The target box shows a flow id that reads as a national id as the address holds it (after the search)."""
-    if form.target.data and hidden_in_urls(form.target.data):
-        form.target.data = url_form(form.target.data)
+    """The boxes show a value that reads as a national id as the address holds it (after the search)."""
+    for field in (form.user, form.target):
+        if field.data and hidden_in_urls(field.data):
+            field.data = url_form(field.data)
     return form
 
 
-def _target_sent_whole(form: AuditFilterForm) -> bool:
-    return sent_whole((form.target.raw_data or [""])[0], request.args.get("target", ""))
+def _sent_whole(form: AuditFilterForm) -> bool:
+    """Whether a filter that reads as a national id came as typed: the view redirects to its sealed address."""
+    return any(sent_whole((form[name].raw_data or [""])[0], request.args.get(name, "")) for name in SEALABLE_FILTERS)
 
 
 def _audit_filters(form: AuditFilterForm) -> AuditFilter:
@@ -164,7 +170,7 @@ def _filter_args(form: AuditFilterForm) -> dict:
     """The filters given, as query arguments for the links that keep them (a target that reads as a national id
     sealed)."""
     given = {field.name: field.raw_data[0] for field in form if field.raw_data and field.raw_data[0]}
-    return given | {"target": url_form(given["target"])} if "target" in given else given
+    return {name: url_form(value) if name in SEALABLE_FILTERS else value for name, value in given.items()}
 
 
 @bp.get("/audit")
@@ -174,7 +180,7 @@ def audit():
     if form.errors:
         return render_template("admin/audit.html", form=form, page=None), 400
     args, before = _filter_args(form), before_argument(request.args.get("before"))
-    if _target_sent_whole(form):
+    if _sent_whole(form):
         return redirect(url_for("admin.audit", **args, before=request.args.get("before") or None))
     page = find_audit(_audit_filters(form), before, PAGE_SIZE)
     return render_template(
@@ -194,7 +200,7 @@ def audit_export(fmt: str):
     form = _audit_form()
     if form.errors:
         return render_template("admin/audit.html", form=form, page=None), 400
-    if _target_sent_whole(form):
+    if _sent_whole(form):
         return redirect(url_for("admin.audit_export", fmt=fmt, **_filter_args(form)))
     given = {field.name: mask_flow_id(field.raw_data[0]) for field in form if field.raw_data and field.raw_data[0]}
     record_audit(current_user.username, "export_audit", urlencode(given) or "all entries")

@@ -12,7 +12,7 @@ from .. import current, metrics
 from ..accounts import find_account, find_sso_account, record_sign_in, remember_language
 from ..audit import record_audit
 from ..errors import csrf_error_page
-from ..flowlinks import SEALED, from_url_form
+from ..flowlinks import SEALED, from_url_form, sealed_address
 from ..forms import ConfirmForm, LoginForm
 from ..i18n import LANGUAGES
 from ..masking import mask_text
@@ -29,6 +29,7 @@ def safe_next(target: str | None) -> str:
     A sealed one (`flowlinks.return_address`: the path held a national id) is opened first."""
     if target and target.startswith(SEALED):
         target = from_url_form(target)
+        target = sealed_address(target) if target is not None and target.startswith("/") else None
     if (
         target
         and target.startswith("/")
