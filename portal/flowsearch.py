@@ -125,7 +125,7 @@ def read_search(args) -> tuple[SearchQuery, list[str]]:
     raw = {name: value for name, value in raw.items() if name not in POSITIONS}
     raw |= {name: position.token for name, position in (("after", after), ("before", before)) if position}
     text = raw.get("q") or None
-    national_id = read_national_id(text) if text else None
+    national_id = (read_national_id(text) or _one_id_among_words(text)) if text else None
     if text and national_id is None and NATIONAL_ID_SHAPE.fullmatch(text):
         problems.append(_("That looks like a national id but is not a valid one: check its digits."))
         raw["q"] = text = None
@@ -139,6 +139,18 @@ def read_search(args) -> tuple[SearchQuery, list[str]]:
         form=form,
     )
     return query, problems
+
+
+def _one_id_among_words(text: str) -> NationalId | None:
+    """The national id in "Nordmann 15108695088", as staff paste a person: the id alone finds the person's flows
+    (and the words beside it, searched as text, would find nothing). None unless exactly one word is a valid id."""
+    words = text.replace(",", " ").split()
+    numbers = [word for word in words if any(character.isdigit() for character in word)]
+    if len(numbers) == len(words):
+        return None  # all of it is numbers: the whole text was read as an id already
+    together = read_national_id(" ".join(numbers))  # "Bjørnstad 151086 95088": written with a space
+    found = [national_id for national_id in map(read_national_id, numbers) if national_id]
+    return together or (found[0] if len(found) == 1 else None)
 
 
 def _opened(values: dict[str, str]) -> tuple[dict[str, str], list[str]]:

@@ -178,6 +178,19 @@ def test_a_national_id_in_any_written_form_finds_the_person(world):
             assert re.sub(r"\W", "", written) not in page.text and 'data-testid="person-search"' in page.text
 
 
+@pytest.mark.parametrize("pasted", ["Bjørnstad 15108695088", "15108695088 Bjørnstad", "Bjørnstad, 151086 95088"])
+def test_a_national_id_pasted_with_the_name_finds_the_person(world, pasted):
+    alone = world.staff.get("/flows?q=15108695088").headers["Location"]
+    answer = world.staff.get("/flows", query_string={"q": pasted})
+    assert answer.status_code == 302 and answer.headers["Location"] == alone, "the id decides; the name adds nothing"
+
+
+def test_two_ids_or_none_among_words_are_searched_as_text(world):
+    for typed in ("15108695088 24058600160", "Bjørnstad 151086"):
+        answer = world.staff.get("/flows", query_string={"q": typed})
+        assert "person=" not in answer.headers.get("Location", ""), typed
+
+
 def test_a_national_id_search_is_audited_without_the_number(world):
     page = world.staff.get("/flows?q=151086 95088", follow_redirects=True)
     assert len(ids(page)) == 2
