@@ -5,6 +5,10 @@ national id; masked on every page, it would still stand in the address bar, the 
 and the server's access log. Such an id goes into URLs sealed instead: `~` and the id encrypted with a key
 derived from PORTAL_SECRET_KEY (AES-SIV, deterministic: one flow keeps one address, so bookmarks and history
 work). A sealed id this portal did not make, or made under another secret key, opens nothing (404).
+
+The same seal keeps other text that holds a national id out of addresses: search text and filters (`sent_whole`:
+one typed whole is redirected to its sealed form) and a page's own address in its `next` fields (`return_address`,
+opened and sealed again on the way back by `sealed_address`).
 """
 
 import base64
