@@ -410,3 +410,13 @@ def test_the_audit_log_filtered_by_who_keeps_an_id_typed_there_sealed(signed_in,
     assert page.status_code == 200
     digits = who.split()[-1]
     assert not [url for url in urls_in(page) if digits in url], "the exports and pages keep it sealed"
+
+
+def test_a_reveal_of_a_flow_the_service_does_not_know_is_not_recorded(signed_in):
+    operator = signed_in("operator")
+    unknown = in_url(SWEDISH, secret_key_of(operator))  # no flow of the service is named so here
+    answer = operator.post(f"/flows/{unknown}/reveal", data={"purpose": "Identity check"})
+    assert answer.status_code == 404
+    with operator.application.app_context():
+        assert db.session.query(AuditEntry).filter_by(action="reveal_national_id").count() == 0
+    assert "reveals" not in session_of(operator)

@@ -286,6 +286,7 @@ def reveal(flow_id: str):
     form = RevealForm(settings().reveal_purposes)
     if not form.validate_on_submit():
         return _render_detail(flow_id, reveal_form=form), 400
+    _retrieve(flow_id)  # a flow the service does not know (404) has nothing to reveal, and no reveal to record
     record_audit(current_user.username, "reveal_national_id", flow_id, purpose=form.stated_purpose)
     grant_reveal(flow_id, form.stated_purpose)  # the person's access log gets it with the page (below)
     return redirect(url_for("flows.reveal", flow_id=flow_id))
