@@ -38,6 +38,8 @@ PUBLIC_ENDPOINTS = {
 
 
 SESSION_KEYS = ("_user_id", "_fresh", "_id", "sv", "since", "seen", "csrf_token")
+# The sign-in page's own address carries the way back; gunicorn refuses a request line over 4,094 bytes (414).
+LONGEST_WAY_BACK = 2000
 SEEN_EVERY = 60  # seconds: the idle clock is written back at most this often, not on every request
 
 
@@ -166,7 +168,8 @@ def _to_sign_in():
 
 
 def _sign_in_url() -> str:
-    return url_for("auth.login", next=return_address(request.full_path.rstrip("?")))
+    back = return_address(request.full_path.rstrip("?"))
+    return url_for("auth.login", next=back if len(back) <= LONGEST_WAY_BACK else None)  # else to the flow list
 
 
 def forget_user() -> None:

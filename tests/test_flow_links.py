@@ -420,3 +420,10 @@ def test_a_reveal_of_a_flow_the_service_does_not_know_is_not_recorded(signed_in)
     with operator.application.app_context():
         assert db.session.query(AuditEntry).filter_by(action="reveal_national_id").count() == 0
     assert "reveals" not in session_of(operator)
+
+
+def test_a_signed_out_visit_to_a_very_long_address_still_reaches_the_sign_in_page(signed_in):
+    visitor = signed_in("viewer").application.test_client()
+    answer = visitor.get("/flows", query_string={"q": "a" * 3100 + " 15108695088"})
+    location = answer.headers["Location"]
+    assert answer.status_code == 302 and location == "/login", "no way back rather than a sign-in page refused (414)"
