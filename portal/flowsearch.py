@@ -143,7 +143,8 @@ def read_search(args) -> tuple[SearchQuery, list[str]]:
 
 def _one_id_among_words(text: str) -> NationalId | None:
     """The national id in "Nordmann 15108695088", as staff paste a person: the id alone finds the person's flows
-    (and the words beside it, searched as text, would find nothing). None unless exactly one word is a valid id."""
+    (and the words beside it, searched as text, would find nothing). None unless the numbers among the words make
+    one valid id, together or exactly one of them alone."""
     words = text.replace(",", " ").split()
     numbers = [word for word in words if any(character.isdigit() for character in word)]
     if len(numbers) == len(words):

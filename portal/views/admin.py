@@ -143,7 +143,7 @@ def _audit_form() -> AuditFilterForm:
 
 def _shown_sealed(form: AuditFilterForm) -> AuditFilterForm:
     """The boxes show a value that reads as a national id as the address holds it (after the search)."""
-    for field in (form.user, form.target):
+    for field in (form[name] for name in SEALABLE_FILTERS):
         if field.data and hidden_in_urls(field.data):
             field.data = url_form(field.data)
     return form
@@ -166,11 +166,15 @@ def _audit_filters(form: AuditFilterForm) -> AuditFilter:
     )
 
 
+def _given(form: AuditFilterForm) -> dict[str, str]:
+    """The filters given, as read (a sealed one opened)."""
+    return {field.name: field.raw_data[0] for field in form if field.raw_data and field.raw_data[0]}
+
+
 def _filter_args(form: AuditFilterForm) -> dict:
-    """The filters given, as query arguments for the links that keep them (a target that reads as a national id
-    sealed)."""
-    given = {field.name: field.raw_data[0] for field in form if field.raw_data and field.raw_data[0]}
-    return {name: url_form(value) if name in SEALABLE_FILTERS else value for name, value in given.items()}
+    """The filters given, as query arguments for the links that keep them (a Who or Target that reads as a national
+    id sealed)."""
+    return {name: url_form(value) if name in SEALABLE_FILTERS else value for name, value in _given(form).items()}
 
 
 @bp.get("/audit")
@@ -202,8 +206,8 @@ def audit_export(fmt: str):
         return render_template("admin/audit.html", form=form, page=None), 400
     if _sent_whole(form):
         return redirect(url_for("admin.audit_export", fmt=fmt, **_filter_args(form)))
-    given = {field.name: mask_flow_id(field.raw_data[0]) for field in form if field.raw_data and field.raw_data[0]}
-    record_audit(current_user.username, "export_audit", urlencode(given) or "all entries")
+    audited = {name: mask_flow_id(value) for name, value in _given(form).items()}
+    record_audit(current_user.username, "export_audit", urlencode(audited) or "all entries")
     chunks = export_audit(_audit_filters(form), fmt)
     return download_response(f"audit-{utc_now():%Y%m%d-%H%M%S}.{fmt}", chunks, EXPORT_FORMATS[fmt])
 
