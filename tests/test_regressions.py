@@ -1,10 +1,11 @@
 """Regression tests for inputs that once ended in a 500."""
 
+import gc
 import uuid
 from datetime import datetime, timezone
 
 import pytest
-from support import deliver_signed
+from support import closing_answers, deliver_signed
 
 
 @pytest.mark.parametrize(
@@ -88,3 +89,22 @@ def test_an_events_export_with_a_bad_filter_exports_nothing(signed_in):
 def test_unlinked_0_means_every_event(signed_in):
     page = signed_in("viewer").get("/events?unlinked=0")
     assert page.status_code == 200 and "was not valid" not in page.text
+
+
+def test_an_answer_left_half_sent_by_the_test_server_is_still_closed():
+    """The browser tests' server (werkzeug) skips close() when a client drops the connection mid-answer."""
+    closed = []
+
+    class Answer:
+        def __iter__(self):
+            yield b"first"
+            yield b"second"
+
+        def close(self):
+            closed.append(True)
+
+    answered = closing_answers(lambda environ, start_response: Answer())({}, lambda *args: None)
+    assert next(answered) == b"first"
+    del answered  # what werkzeug leaves behind when its write fails: the iterator, unclosed
+    gc.collect()
+    assert closed == [True]
