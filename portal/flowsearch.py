@@ -15,7 +15,7 @@ from werkzeug.datastructures import MultiDict
 
 from .flowindex.keys import NationalId, read_national_id
 from .flowindex.search import FlowSearch, Position
-from .flowlinks import SEALED, from_url_form, hidden_in_urls, sent_whole, url_form
+from .flowlinks import SEALED, from_url_form, sent_whole, url_form
 from .forms import FlowSearchForm
 from .masking import mask_text
 
@@ -112,7 +112,7 @@ def read_search(args) -> tuple[SearchQuery, list[str]]:
     values, problems = _opened({name: value.strip() for name, value in args.items()})
     form = FlowSearchForm(formdata=MultiDict(values))
     form.validate()
-    if form.q.data and hidden_in_urls(form.q.data):  # the box shows it as the address holds it, as the events box
+    if form.q.data:  # the box shows it as the address holds it (sealed when it holds an id), as the events box
         form.q.data = url_form(form.q.data)
     for field in form:
         for error in field.errors:

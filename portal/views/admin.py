@@ -26,7 +26,7 @@ from ..csvexport import download_response
 from ..flowindex.gapcheck import event_counts, gap_page, unknown_page
 from ..flowindex.gaps import describe_gap
 from ..flowindex.search import day_start
-from ..flowlinks import SEALED, from_url_form, hidden_in_urls, sent_whole, url_form
+from ..flowlinks import SEALED, from_url_form, sent_whole, url_form
 from ..forms import (
     AuditFilterForm,
     ConfirmForm,
@@ -144,7 +144,7 @@ def _audit_form() -> AuditFilterForm:
 def _shown_sealed(form: AuditFilterForm) -> AuditFilterForm:
     """The boxes show a value that reads as a national id as the address holds it (after the search)."""
     for field in (form[name] for name in SEALABLE_FILTERS):
-        if field.data and hidden_in_urls(field.data):
+        if field.data:
             field.data = url_form(field.data)
     return form
 
