@@ -12,7 +12,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from flask import Flask
@@ -34,6 +33,8 @@ SHUTDOWN_FLUSH_SECONDS = 5
 REWRITE_AFTER = timedelta(seconds=60)
 MAX_REMEMBERED = 100_000
 
+# Flow id -> what was written of it (without its times: `_timeless`), and when it was seen.
+Written = dict[str, tuple[Observation, datetime]]
 # A job turns into observations in the writer thread; building them is the costly part.
 Job = Callable[[], Iterable[Observation | None]]
 
@@ -53,7 +54,7 @@ class IndexWriter:
         self._pid: int | None = None
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
-        self._written: dict[str, tuple[Observation, datetime]] = {}  # flow id -> what was written, when
+        self._written: Written = {}
         self._handed: dict[str, tuple[object, datetime]] = {}  # a source's key -> what it said, when
         atexit.register(self.flush, SHUTDOWN_FLUSH_SECONDS)
 
@@ -117,9 +118,10 @@ class IndexWriter:
         self._handed[key] = (said, seen_at)
         return False
 
-    def _not_written_lately(self, observations: Iterable[Observation | None]) -> list[Observation]:
+    def _not_written_lately(self, observations: Iterable[Observation | None]) -> tuple[list[Observation], Written]:
+        """The observations to write, and what `_remember` keeps of them once written (each flow's last)."""
         fresh: list[Observation] = []
-        in_batch: dict[str, tuple[Observation, datetime]] = {}
+        in_batch: Written = {}
         for observation in observations:
             if observation is None:
                 continue
@@ -128,23 +130,24 @@ class IndexWriter:
             if not (written and written[0] == timeless and observation.seen_at - written[1] < REWRITE_AFTER):
                 fresh.append(observation)
                 in_batch[observation.flow_id] = (timeless, observation.seen_at)
-        return fresh
+        return fresh, in_batch
 
-    def _remember(self, observations: list[Observation]) -> None:
+    def _remember(self, written: Written) -> None:
         if len(self._written) > MAX_REMEMBERED:
             self._written.clear()
-        for observation in observations:
-            self._written[observation.flow_id] = (_timeless(observation), observation.seen_at)
+        self._written.update(written)
 
     def _write(self, jobs: list[Job]) -> None:
         with self.app.app_context():
             try:
-                observations = self._not_written_lately(observation for job in jobs for observation in job())
+                observations, written = self._not_written_lately(
+                    observation for job in jobs for observation in job()
+                )
                 if not observations:
                     return  # all said before: no write lock, no transaction
                 with writer_lock(db.engine):
                     apply_observations(observations, self.app.extensions["portal.settings"].index_key)
-                self._remember(observations)
+                self._remember(written)
                 if any(observation.incidents and observation.incidents.incidents for observation in observations):
                     incidents_recorded()  # a notice of a new incident goes out within seconds, not at the next check
             except Exception:  # the index is a cache of what the service says: `flows sync` repairs a lost write
@@ -167,8 +170,13 @@ def _discard_session() -> None:
 
 
 def _timeless(observation: Observation) -> Observation:
-    """The observation without its times: equal when a source says the same thing again."""
-    return replace(observation, seen_at=EPOCH, state_at=EPOCH)
+    """The observation without its times: equal when a source says the same thing again.
+
+    A copy of its fields, not `dataclasses.replace`, which runs `__init__` again: a tenth of the cost, and each
+    webhook event and list row comes here (measured: a fifth of the writer's time for events of new flows)."""
+    timeless = object.__new__(Observation)
+    timeless.__dict__.update(vars(observation), seen_at=EPOCH, state_at=EPOCH)
+    return timeless
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
