@@ -140,9 +140,7 @@ class IndexWriter:
     def _write(self, jobs: list[Job]) -> None:
         with self.app.app_context():
             try:
-                observations, written = self._not_written_lately(
-                    observation for job in jobs for observation in job()
-                )
+                observations, written = self._not_written_lately(observation for job in jobs for observation in job())
                 if not observations:
                     return  # all said before: no write lock, no transaction
                 with writer_lock(db.engine):
