@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dotenv import find_dotenv, load_dotenv
 from flask import Flask
+from sqlalchemy.orm import configure_mappers
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import (
@@ -65,6 +66,7 @@ def create_app(config: Mapping | None = None) -> Flask:
     presentation.init_app(app)
     widgets.init_app(app)
     template_cache.init_app(app)
+    configure_mappers()  # now, not in each worker's first request (~20 ms): every model is imported by here
     return app
 
 

@@ -121,6 +121,24 @@ def test_the_workers_are_told_their_final_count(read_config, monkeypatch):
     assert os.environ["PORTAL_WORKERS"] == "3"
 
 
+WORKER_START = """
+import json, sys
+from portal import create_app
+from portal.extensions import db
+create_app(json.loads(sys.argv[1]))
+print(json.dumps(sorted(m.class_.__name__ for m in db.Model.registry.mappers if not m.configured)))
+"""
+
+
+def test_a_worker_sets_up_the_orm_at_start_not_in_its_first_request(tmp_path):
+    config = portal_config("http://127.0.0.1:9", f"sqlite:///{tmp_path / 'portal.db'}")
+    started = subprocess.run(
+        [sys.executable, "-c", WORKER_START, json.dumps(config)], capture_output=True, text=True, timeout=60
+    )
+    assert started.returncode == 0, started.stderr
+    assert json.loads(started.stdout.splitlines()[-1]) == []  # no mapper left to configure
+
+
 def test_every_public_name_in_the_config_is_a_gunicorn_setting(read_config):
     read_config()  # its environment
     names = runpy.run_path(str(CONFIG))
