@@ -11,9 +11,11 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
+from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    Executable,
     Integer,
     and_,
     bindparam,
@@ -101,12 +103,17 @@ def mark_quarters(quarters: Iterable[int], session: Session | None = None) -> No
     if not quarters:
         return
     active: AnySession = session or db.session
-    table = InsightDirty.__table__
-    dialect = postgresql if active.get_bind().dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(table).on_conflict_do_update(
-        index_elements=[table.c.quarter], set_={"stamp": table.c.stamp + 1}
-    )
+    statement = _marking(active.get_bind().dialect.name)
     active.execute(statement, [{"quarter": quarter, "stamp": 1} for quarter in quarters])
+
+
+@cache
+def _marking(dialect_name: str) -> Executable:
+    """The upsert that marks a quarter, made once (the flow-index writer marks some in most of its batches)."""
+    table = InsightDirty.__table__
+    dialect = postgresql if dialect_name == "postgresql" else sqlite
+    upsert = dialect.insert(table)
+    return upsert.on_conflict_do_update(index_elements=[table.c.quarter], set_={"stamp": table.c.stamp + 1})
 
 
 # -- refreshing ----------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import BindParameter, Executable, Select, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..database import changed_rows
@@ -73,15 +73,11 @@ def _apply_batch(batch: list[Observation], index_key: bytes) -> Applied:
 
 def _try_batch(batch: list[Observation], index_key: bytes) -> Applied:
     """Merge in Python, then write back with one INSERT and one UPDATE statement (executemany)."""
-    table = FlowRecord.__table__
-    ids = sorted({observation.flow_id for observation in batch})  # sorted: writers lock rows in one order
-    # No lost update against a concurrent writer of the same flows: hold their rows before reading them.
-    query = select(table).where(table.c.flow_id.in_(ids))
-    if db.engine.dialect.name == "postgresql":
-        query = query.with_for_update()
-    else:  # SQLite: a first write takes the database's write lock, so the read below sees the last commit
-        db.session.execute(update(table).where(table.c.flow_id.in_(ids)).values(id=table.c.id))
-    rows = {row.flow_id: IndexRow(row._mapping) for row in db.session.execute(query)}
+    ids = {"ids": sorted({observation.flow_id for observation in batch})}  # sorted: writers lock rows in one order
+    take_lock, read = _locking_read(db.engine.dialect.name)
+    if take_lock is not None:
+        db.session.execute(take_lock, ids)
+    rows = {row.flow_id: IndexRow(row._mapping) for row in db.session.execute(read, ids)}
     before = {flow_id: insight_state(row) for flow_id, row in rows.items()}
     applied = Applied()
     for observation in batch:
@@ -99,6 +95,20 @@ def _try_batch(batch: list[Observation], index_key: bytes) -> Applied:
     db.session.commit()
     applied.changed -= applied.new
     return applied
+
+
+@cache
+def _locking_read(dialect: str) -> tuple[Executable | None, Select]:
+    """The statements that hold a batch's rows (no lost update against a concurrent writer of the same flows),
+    then read them; made once, each batch's flow ids bound to them (building and keying them anew cost the
+    writer about a tenth of its work)."""
+    table = FlowRecord.__table__
+    ids: BindParameter[str] = bindparam("ids", expanding=True)
+    read = select(table).where(table.c.flow_id.in_(ids))
+    if dialect == "postgresql":
+        return None, read.with_for_update()
+    # SQLite: a first write takes the database's write lock, so the read after it sees the last commit
+    return update(table).where(table.c.flow_id.in_(ids)).values(id=table.c.id), read
 
 
 class IndexRow:
@@ -146,9 +156,16 @@ def _write_rows(new: list[IndexRow], existing: list[IndexRow]) -> None:
     elif new:
         db.session.execute(insert(table), _inserted_values(new))
     if existing:
-        names = [name for name in _columns() if name not in ("id", "flow_id")]
-        statement = update(table).where(table.c.id == bindparam("row_id")).values({n: bindparam(n) for n in names})
+        statement, names = _row_update()
         db.session.execute(statement, [{"row_id": row.id} | {n: getattr(row, n) for n in names} for row in existing])
+
+
+@cache
+def _row_update() -> tuple[Executable, tuple[str, ...]]:
+    """An existing row's UPDATE (made once) and the columns it writes: all but the keys."""
+    table = FlowRecord.__table__
+    names = tuple(name for name in _columns() if name not in ("id", "flow_id"))
+    return update(table).where(table.c.id == bindparam("row_id")).values({n: bindparam(n) for n in names}), names
 
 
 def _inserted_values(rows: list[IndexRow]) -> list[dict[str, Any]]:
