@@ -2,6 +2,7 @@
 
 import contextlib
 import fcntl
+import functools
 import logging
 import math
 import sqlite3
@@ -103,7 +104,13 @@ def writer_lock(engine: Engine):
     url = engine.url
     if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
         return contextlib.nullcontext()
-    return _sqlite_writer_lock(str(Path(url.database).resolve()) + "-writer.lock")
+    return _sqlite_writer_lock(_lock_path(url.database))
+
+
+@functools.cache
+def _lock_path(database: str) -> str:
+    """The lock file beside the database, its path resolved once (each batch of a writer takes the lock)."""
+    return str(Path(database).resolve()) + "-writer.lock"
 
 
 def configure_engine(app: Flask) -> None:
