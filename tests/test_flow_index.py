@@ -1,9 +1,15 @@
 """The flow index: rows from every source, and the version rule (newer wins, older never overwrites)."""
 
 import json
+import sqlite3
+import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
+import psycopg
 import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
 from support import add_user, create_form, sign_in, signals_aimed_at
 
 from portal.extensions import db
@@ -125,6 +131,64 @@ def test_one_batch_with_the_same_flow_twice_keeps_the_newest(index_app):
     second = Observation("f-6", WEBHOOK, at(2), at(2), consent_status="Accepted")
     result = observe(index_app, first, second)
     assert seen(index_app, "f-6").consent_status == "Accepted" and result.new == {"f-6"}
+
+
+def hold_flow_row(database_url: str, flow_id: str, consent_status: str) -> Callable[[], None]:
+    """Another writer mid-transaction: it has changed the flow's row and holds it until the function returned
+    commits."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        connection = sqlite3.connect(url.database, isolation_level=None)
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute("UPDATE flow_index SET consent_status = ? WHERE flow_id = ?", (consent_status, flow_id))
+        return lambda: (connection.execute("COMMIT"), connection.close())
+    holder = psycopg.connect(url.set(drivername="postgresql").render_as_string(hide_password=False))
+    holder.execute("UPDATE flow_index SET consent_status = %s WHERE flow_id = %s", (consent_status, flow_id))
+    return lambda: (holder.commit(), holder.close())
+
+
+def reaching_the_rows(engine) -> threading.Event:
+    """Set once a batch has asked to hold index rows (and may be waiting for them) or has read them."""
+    reached = threading.Event()
+
+    def before(connection, cursor, statement: str, *args):
+        if statement.startswith("UPDATE flow_index") or (statement.startswith("SELECT") and "FOR UPDATE" in statement):
+            reached.set()
+
+    def after(connection, cursor, statement: str, *args):
+        if statement.startswith("SELECT") and "FROM flow_index" in statement:
+            reached.set()
+
+    event.listen(engine, "before_cursor_execute", before)
+    event.listen(engine, "after_cursor_execute", after)
+    return reached
+
+
+def test_a_batch_waits_for_another_writer_of_its_flows_and_loses_none_of_its_change(index_app, database_url):
+    """No lost update: a batch reads a flow's row only once no other transaction is changing it (a sync or
+    another worker's writer), so what it writes back keeps that transaction's change."""
+    observe(index_app, Observation("f-race", LIST, at(1), at(1), consent_status="Opened", lifecycle="active"))
+    commit_other = hold_flow_row(database_url, "f-race", "Accepted")
+    with index_app.app_context():
+        reached = reaching_the_rows(db.engine)
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            observe(index_app, Observation("f-race", DETAIL, at(2), at(2), lifecycle="completed"))
+        except Exception as error:  # noqa: BLE001 - reported by the assertion below
+            failed.append(error)
+
+    batch = threading.Thread(target=write)
+    batch.start()
+    try:
+        assert reached.wait(20), "the batch never reached the index rows"
+    finally:
+        commit_other()
+    batch.join(20)
+    assert not batch.is_alive() and failed == []
+    record = seen(index_app, "f-race")
+    assert (record.consent_status, record.lifecycle) == ("Accepted", "completed")
 
 
 # -- every source, through the portal ----------------------------------------------------------
