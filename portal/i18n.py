@@ -72,24 +72,31 @@ def translated(text) -> str:
 
 
 class Words:
-    """One request's words, each looked up once: a list says the same few in every row (its statuses, their
-    sources, "Consent"), and a look-up through Flask-Babel costs a context look-up or two each time."""
+    """A request's words, each made once per language for the process: a list says the same few in every row
+    (its statuses, their sources, "Consent"), and a look-up through Flask-Babel costs a context look-up or two
+    each time; the catalogues do not change while the process runs, so neither do the words."""
 
     def __init__(self) -> None:
         self.language = str(get_locale() or "en")
-        self._said: dict[tuple, str] = {}
+        self._said = _SAID_IN.setdefault(self.language, {})
 
     def __call__(self, word: Callable[..., str], *args: Hashable) -> str:
-        """`word(*args)`, a function of this request's language (a label, a source's name), made once a request."""
+        """`word(*args)`: a function of the language alone (a label, a source's name, escaping), made once."""
         key = (word, *args)
         text = self._said.get(key)
         if text is None:
+            if len(self._said) >= MOST_WORDS_KEPT:  # the service's own values come here too: keep it bounded
+                self._said.clear()
             text = self._said[key] = word(*args)
         return text
 
     def gettext(self, message: str) -> str:
         """The message in this request's language (`pybabel extract` finds it by this method's name)."""
         return self(gettext, message)
+
+
+MOST_WORDS_KEPT = 4096
+_SAID_IN: dict[str, dict[tuple, str]] = {}  # language -> (word, *args) -> text
 
 
 def request_words() -> Words:

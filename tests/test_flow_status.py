@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from babel.dates import format_timedelta
-from support import signed_in_as, wait_until
+from support import add_user, sign_in, signed_in_as, wait_until
 from test_webhooks import deliver
 
 from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
@@ -145,6 +145,23 @@ def test_the_source_hint_says_where_each_part_came_from(status_app, staff, sandb
     told = staff.get(f"/flows/{flow['flowId']}").text
     assert detail_status(told)[0] == "Accepted", "the newest source wins, not the last delivered"
     assert hints(told)[0][0].startswith("a webhook event, ")
+
+
+def test_readers_of_different_languages_taking_turns_each_see_a_list_in_their_own(status_app, sandbox):
+    """A list's words are made once per language for the process, not once per request: readers of three
+    languages, one after the other and again, each see only their own."""
+    sandbox.create()
+    words = {"en": ("Consent", "Unopened"), "nb": ("Samtykke", "Uåpnet"), "sv": ("Samtycke", "Oöppnat")}
+    readers = {}
+    for language in words:
+        readers[language] = status_app.test_client()
+        assert sign_in(readers[language], add_user(status_app, language=language)).status_code == 302
+    for _ in range(2):
+        for language, reader in readers.items():
+            page = reader.get("/flows").text
+            for other, (label, badge) in words.items():
+                shown = f'<span class="status-label">{label}</span> <span class="badge status-badge tone-'
+                assert (shown in page and f">{badge}</span>" in page) == (other == language), (language, other)
 
 
 def test_a_newer_version_wins_over_a_later_time():

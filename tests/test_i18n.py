@@ -9,6 +9,9 @@ from babel.messages.mofile import read_mo
 from babel.messages.pofile import read_po
 from support import sign_in
 
+from portal import i18n
+from portal.i18n import MOST_WORDS_KEPT, request_words
+
 ROOT = Path(__file__).resolve().parents[1]
 TRANSLATIONS = ROOT / "portal/translations"
 
@@ -117,3 +120,13 @@ def test_template_words_are_escaped_formatted_and_translated(app):
     template = app.jinja_env.from_string('{{ _("Sign out") }}|{{ _("Hi %(name)s", name=who) }}|{{ _("100%% sure") }}')
     with app.test_request_context(headers={"Accept-Language": "nb"}):
         assert template.render(who="<b>Kari</b>") == "Logg ut|Hi &lt;b&gt;Kari&lt;/b&gt;|100% sure"
+
+
+def test_the_words_kept_for_a_language_stay_bounded(app):
+    """Words are kept for the process, and the service's own values pass through them: never without a bound."""
+    with app.test_request_context(headers={"Accept-Language": "fi"}):
+        words = request_words()
+        for number in range(MOST_WORDS_KEPT + 10):
+            assert words(str, number) == str(number)
+        assert words.gettext("Consent") == "Suostumus"
+        assert 0 < len(i18n._SAID_IN["fi"]) <= MOST_WORDS_KEPT
