@@ -8,6 +8,7 @@ a request body on a worker thread, so it must only ever see bodies that a buffer
 (docs/nginx.conf).
 """
 
+import gc
 import logging
 import math
 import os
@@ -105,6 +106,17 @@ def on_starting(server):
 def pre_fork(server, worker):
     """Tell the app how many workers share it: in production more than one requires Redis (PORTAL_WORKERS)."""
     os.environ["PORTAL_WORKERS"] = str(server.num_workers)  # the final count, after any --workers on the command line
+
+
+def post_worker_init(worker):
+    """Keep what the worker built to serve (the app, its ORM, templates' code, catalogues) out of the garbage
+    collector's full passes, which would otherwise walk it all again while every thread of the worker waits.
+
+    Measured under webhook load: each worker's first full collection took 100-114 ms, the p99 of a run
+    25-33 ms with it and 12-13 ms frozen. What is left of start-up's garbage goes first; what requests make
+    later is collected as before."""
+    gc.collect()
+    gc.freeze()
 
 
 # -- logging and metrics hooks -----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ Docker and nginx are not on the test machines: the Dockerfile, compose.yaml and 
 for what they say and for agreeing with each other, the README and gunicorn.conf.py.
 """
 
+import gc
 import inspect
 import json
 import os
@@ -119,6 +120,17 @@ def test_the_workers_are_told_their_final_count(read_config, monkeypatch):
     config = read_config(WEB_CONCURRENCY="2")
     config.pre_fork(SimpleNamespace(num_workers=3), None)  # e.g. --workers 3 on the command line
     assert os.environ["PORTAL_WORKERS"] == "3"
+
+
+def test_a_worker_keeps_what_it_built_at_start_out_of_full_collections(read_config):
+    """Frozen after the app is loaded, a worker's start-up objects are never walked again by a full collection
+    (measured: 100-114 ms with every thread of the worker waiting, the webhook p99 doubled)."""
+    assert gc.get_freeze_count() == 0
+    try:
+        read_config().post_worker_init(SimpleNamespace(pid=os.getpid()))
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
 
 
 WORKER_START = """
