@@ -4,8 +4,9 @@
   minimal Flask proxy (`proxy_app.py`) under the same gunicorn: median and p95 of sequential requests, with
   the stand-in upstream answering at once and after 50 ms.
 - Pages per second under wrk (4 connections, spread 2+2 over the two workers: `wrk`) against the minimal proxy.
-- Verified webhook events per second under wrk against a bare endpoint answering 204 (`bare_app.py`), on
-  SQLite and PostgreSQL, with wrk's p99; every delivery is signed and unique (`webhook_load.lua`).
+- Verified webhook events per second under wrk (8 connections, spread 4+4) against a bare endpoint answering 204
+  (`bare_app.py`), on SQLite and PostgreSQL, with wrk's p99; every delivery is signed and unique
+  (`webhook_load.lua`).
 - Token requests the upstream saw and each worker's RSS.
 
 Everything runs on 127.0.0.1: the upstream is `fast_upstream.py` (asyncio, a recorded sandbox list), servers are
@@ -266,11 +267,9 @@ def page_round(upstream: str, portal: str, proxy: str) -> dict:
 
 def webhook_round(folder: Path, deliveries: Path, postgres: str | None) -> dict:
     figures = {}
-    script = HERE / "webhook_load.lua"
     port, bare = gunicorn("bare_app:app", {"PYTHONPATH": str(HERE)}, REFERENCE_CONFIG)
     with bare:
-        result = wrk(f"http://127.0.0.1:{port}/webhooks/flow", 8, script=script, env={"DELIVERIES": str(deliveries)})
-        figures["bare_rate"], figures["bare_p99"] = result["rate"], result["p99_ms"]
+        take_figures(figures, "bare", webhook_load(port, deliveries))
     stores = {"sqlite": f"sqlite:///{folder}/hooks-{uuid.uuid4().hex[:6]}.db", "postgres": postgres and postgres()}
     for name, database in stores.items():
         if not database:
@@ -280,28 +279,32 @@ def webhook_round(folder: Path, deliveries: Path, postgres: str | None) -> dict:
             "floor_app:app", {"PYTHONPATH": str(HERE), "FLOOR_DATABASE": floor_database}, REFERENCE_CONFIG
         )
         with floor:
-            take_figures(
-                figures,
-                f"floor_{name}",
-                wrk(f"http://127.0.0.1:{port}/webhooks/flow", 8, script=script, env={"DELIVERIES": str(deliveries)}),
-            )
+            take_figures(figures, f"floor_{name}", webhook_load(port, deliveries))
         env = portal_env("http://127.0.0.1:9", database, FLOW_ENVIRONMENT="test")
         migrate(env)
         port, portal = gunicorn("wsgi:app", env)
         with portal:
-            take_figures(
-                figures,
-                name,
-                wrk(f"http://127.0.0.1:{port}/webhooks/flow", 8, script=script, env={"DELIVERIES": str(deliveries)}),
-            )
+            take_figures(figures, name, webhook_load(port, deliveries))
     return figures
+
+
+def webhook_load(port: int, deliveries: Path) -> dict:
+    """wrk's 8 connections posting signed, unique deliveries, spread 4+4 over the workers (`wrk`). A start given
+    up has sent a few dozen deliveries, which the next start sends again: duplicates, answered 200, among ~10,000."""
+    return wrk(
+        f"http://127.0.0.1:{port}/webhooks/flow",
+        8,
+        script=HERE / "webhook_load.lua",
+        env={"DELIVERIES": str(deliveries)},
+        even=True,
+    )
 
 
 def take_figures(figures: dict, name: str, result: dict) -> None:
     if result["errors"]:
         raise RuntimeError(f"{name}: {result['errors']} deliveries were not answered 2xx")
     figures[f"{name}_rate"], figures[f"{name}_p99"] = result["rate"], result["p99_ms"]
-    figures[f"{name}_split"] = result["split"]
+    figures[f"{name}_split"], figures[f"{name}_tries"] = result["split"], result["tries"]
 
 
 def spread(rounds: list[dict], key: str) -> tuple[float, float, float]:
@@ -352,7 +355,7 @@ def table(pages: list[dict], hooks: list[dict], tokens: dict, rss: list[float]) 
         rows.append(
             f"| verified webhook events/s, {store}, wrk 8 connections | bare 204 endpoint "
             f"{cell(hooks, 'bare_rate', '{:.0f}')} | {cell(hooks, f'{store}_rate', '{:.0f}')}, p99 "
-            f"{cell(hooks, f'{store}_p99', '{:.1f}')} ms; {splits(hooks, f'{store}_split')} "
+            f"{cell(hooks, f'{store}_p99', '{:.1f}')} ms; {splits(hooks, f'{store}_split', f'{store}_tries')} "
             f"| **×{statistics.median(ratio):.2f}** "
             f"({min(ratio):.2f}–{max(ratio):.2f}) | ≥ ×0.5, p99 ≤ 50 ms |"
         )
