@@ -312,13 +312,12 @@ def spread(rounds: list[dict], key: str) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
 
 
-def splits(rounds: list[dict], key: str, tries: str | None = None) -> str:
+def splits(rounds: list[dict], key: str, tries: str) -> str:
     """Each round's spread of wrk's connections over the two workers (`settled_split`), in round order, and how
     many times wrk was started to get it."""
-    spread_text = "connections per worker " + " · ".join(str(figures.get(key, "?")) for figures in rounds)
-    if tries is None:
-        return spread_text
-    return spread_text + " (wrk started " + ", ".join(str(figures.get(tries, "?")) for figures in rounds) + " times)"
+    spread = " · ".join(str(figures.get(key, "?")) for figures in rounds)
+    starts = ", ".join(str(figures.get(tries, "?")) for figures in rounds)
+    return f"connections per worker {spread} (wrk started {starts} times)"
 
 
 def table(pages: list[dict], hooks: list[dict], tokens: dict, rss: list[float]) -> str:
