@@ -9,7 +9,7 @@
   (`webhook_load.lua`).
 - Page DEEP_PAGE of the list against page 1, both signed in, at upstream +0 ms: page DEEP_PAGE is reached by the
   portal's own Next links, and the stand-in finds any cursor in a dictionary, so the ratio is the portal's.
-- Token requests the upstream saw and each worker's RSS.
+- Token requests the upstream saw, and each worker's RSS after every round (flat: no growth from round to round).
 
 Everything runs on 127.0.0.1: the upstream is `fast_upstream.py` (asyncio, a recorded sandbox list), servers are
 gunicorn with the same settings (2 gthread workers × 4 threads). Three rounds; the table gives the median
@@ -343,7 +343,7 @@ def splits(rounds: list[dict], key: str, tries: str) -> str:
     return f"connections per worker {spread} (wrk started {starts} times)"
 
 
-def table(pages: list[dict], hooks: list[dict], tokens: dict, rss: list[float]) -> str:
+def table(pages: list[dict], hooks: list[dict], tokens: dict) -> str:
     def cell(rounds, key, fmt="{:.2f}"):
         median, low, high = spread(rounds, key)
         return f"{fmt.format(median)} ({fmt.format(low)}–{fmt.format(high)})"
@@ -402,7 +402,8 @@ def table(pages: list[dict], hooks: list[dict], tokens: dict, rss: list[float]) 
     if pages:
         rows.append(
             f"| token requests, whole run | one per worker (2) | {tokens.get('token')} | | keep |"
-            f"\n| RSS per portal worker after the run | — | {', '.join(f'{size:.0f}' for size in rss)} MB | | keep |"
+            f"\n| RSS per portal worker after each round | — "
+            f"| {' · '.join(', '.join(f'{size:.0f}' for size in p['rss']) for p in pages)} MB | | keep (flat) |"
         )
     return "\n".join(rows)
 
@@ -414,7 +415,7 @@ def main() -> None:
     options = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is needed: apt-get install wrk")
-    pages, hooks, tokens, rss = [], [], {}, []
+    pages, hooks, tokens = [], [], {}
     with tempfile.TemporaryDirectory() as name, ExitStack() as servers:
         folder = Path(name)
         if options.only != "webhooks":
@@ -434,15 +435,15 @@ def main() -> None:
             portal_url = f"http://127.0.0.1:{portal_port}"
             for round_number in range(options.rounds):
                 pages.append(page_round(upstream, portal_url, f"http://127.0.0.1:{proxy_port}"))
+                pages[-1]["rss"] = rss_mb(portal_master)
                 print(f"pages, round {round_number + 1}: {json.dumps(pages[-1])}", file=sys.stderr)
             tokens = requests.get(f"{upstream}/stats").json()
-            rss = rss_mb(portal_master)
         if options.only != "pages":
             deliveries = delivery_lines(folder / "deliveries.tsv", DELIVERIES)
             for round_number in range(options.rounds):
                 hooks.append(webhook_round(folder, deliveries, fresh_postgres))
                 print(f"webhooks, round {round_number + 1}: {json.dumps(hooks[-1])}", file=sys.stderr)
-    print(table(pages, hooks, tokens, rss))
+    print(table(pages, hooks, tokens))
 
 
 if __name__ == "__main__":
