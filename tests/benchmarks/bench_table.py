@@ -282,10 +282,15 @@ def deep_page_url(portal: str, headers: dict) -> str:
     for _ in range(DEEP_PAGE - 1):
         page = session.get(url, headers=headers)
         page.raise_for_status()
-        url = urljoin(url, html.unescape(re.search(r'rel="next" href="([^"]+)"', page.text)[1]))
+        url = next_link(url, page.text)
     if page_flow_id(DEEP_PAGE, 0) not in session.get(url, headers=headers).text:
         raise RuntimeError(f"{DEEP_PAGE - 1} Next links from page 1 did not lead to page {DEEP_PAGE}: {url}")
     return url
+
+
+def next_link(url: str, page: str) -> str:
+    """The address the page's Next link leads to."""
+    return urljoin(url, html.unescape(re.search(r'rel="next" href="([^"]+)"', page)[1]))
 
 
 def webhook_round(folder: Path, deliveries: Path, postgres: str | None) -> dict:

@@ -2,10 +2,12 @@
 whose timings vary two- to fourfold within an hour. Two workloads, each counted only around the measured loop:
 
 - `page`: an in-process signed-in `/flows` (10 rows, the fast stand-in upstream), after 50 warm-up pages;
+- `deep`: the same for page DEEP_PAGE of a list of UPSTREAM_PAGES, reached by the portal's Next links;
 - `index`: the flow-index writer's work for webhook events of new flows (building the observations, dropping
   those written lately, the batch's transaction on SQLite), in batches of BATCH (under wrk load it gathers ~7).
 
 Run: .venv/bin/python tests/benchmarks/instructions.py page [N]            (default 200 pages)
+     .venv/bin/python tests/benchmarks/instructions.py deep [N]            (default 200 pages)
      .venv/bin/python tests/benchmarks/instructions.py index [N] [BATCH]   (default 707 events, batches of 7)
 Needs valgrind (apt-get install valgrind); about 20 s for the defaults.
 """
@@ -40,7 +42,7 @@ def main(arguments: list[str]) -> None:
         )
         counted = total_instructions(out)
     units = count or DEFAULT_COUNT[workload]
-    unit = "page" if workload == "page" else "event"
+    unit = "event" if workload == "index" else "page"
     print(f"{workload}: {counted:,} instructions, {counted // units:,} a {unit} ({' '.join(arguments)})")
 
 
@@ -73,6 +75,21 @@ def pages(count: int = 200) -> None:
     with signed_in_page_client() as (_app, client), counting():
         for _ in range(count):
             client.get("/flows")
+
+
+def deep_pages(count: int = 200) -> None:
+    from benchmarks.bench_table import DEEP_PAGE, UPSTREAM_PAGES, next_link
+    from benchmarks.page_client import signed_in_page_client
+
+    with signed_in_page_client(upstream_pages=UPSTREAM_PAGES) as (_app, client):
+        url = "/flows"
+        for _ in range(DEEP_PAGE - 1):
+            url = next_link(url, client.get(url).text)
+        for _ in range(50):
+            client.get(url)
+        with counting():
+            for _ in range(count):
+                client.get(url)
 
 
 def index_events(count: int = 707, batch: int = 7) -> None:
@@ -122,8 +139,8 @@ def batches(items: list, size: int):
         yield items[start : start + size]
 
 
-WORKLOADS = {"page": pages, "index": index_events}
-DEFAULT_COUNT = {"page": 200, "index": 707}
+WORKLOADS = {"page": pages, "deep": deep_pages, "index": index_events}
+DEFAULT_COUNT = {"page": 200, "deep": 200, "index": 707}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in WORKLOADS:

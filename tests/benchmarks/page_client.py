@@ -11,14 +11,15 @@ from benchmarks.servers import free_port, portal_env
 
 
 @contextmanager
-def signed_in_page_client(warm_up: int = 50):
-    """Yields (app, client): a viewer signed in, `/flows` fetched `warm_up` times already."""
+def signed_in_page_client(warm_up: int = 50, upstream_pages: int = 1):
+    """Yields (app, client): a viewer signed in, `/flows` fetched `warm_up` times already; the stand-in's list has
+    `upstream_pages` pages."""
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         port = free_port()
         upstream = f"http://127.0.0.1:{port}"
         command = [sys.executable, str(HERE / "fast_upstream.py"), str(port), str(recorded_list(folder))]
-        with process(command, f"{upstream}/stats"):
+        with process([*command, str(upstream_pages)], f"{upstream}/stats"):
             os.environ.update(portal_env(upstream, f"sqlite:///{folder}/pages.db"))
             from flask_migrate import upgrade
 
