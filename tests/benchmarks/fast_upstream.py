@@ -39,7 +39,7 @@ class FlowList:
         self.recorded, self.pages = recorded, pages
         first = json.loads(recorded)["data"]
         self.size = len(first)
-        self.flows = [dict(flow) for flow in first]
+        self.flows = list(first)
         for page in range(2, pages + 1):
             self.flows += [_copy(flow, page, row) for row, flow in enumerate(first)]
         self.position = {flow["id"]: index for index, flow in enumerate(self.flows)}
