@@ -87,8 +87,10 @@ _GLUED_IN_TEXT = (
     ),
     (_SWEDISH_ISO_DATE_IN_TEXT, _swedish),
     (
+        # A check letter ends the id whatever follows ("131052-308T0"); a check digit glued to more is no id.
         re.compile(
-            r"(?<![0-9])(?P<date>[0-9]{6})(?P<sep>[-+A-FU-Y])(?P<rest>[0-9]{3}[0-9A-Y])(?![0-9])", re.IGNORECASE
+            r"(?<![0-9])(?P<date>[0-9]{6})(?P<sep>[-+A-FU-Y])(?P<rest>[0-9]{3}[0-9A-Y])(?:(?<=[A-Y])|(?![0-9]))",
+            re.IGNORECASE,
         ),
         _finnish,
     ),

@@ -217,6 +217,8 @@ def test_keys_not_naming_a_national_id(key):
         ("811218\u20139876 811218\u20119876 811218\u22129876", "811218\u2013•••• 811218\u2011•••• 811218\u2212••••"),
         ("811218/9876, 151086.95088, 811218_9876", "811218/••••, 151086.•••••, 811218_••••"),
         ("151086\u00a095088 and 131052\u2013308T", "151086\u00a0••••• and 131052\u2013••••"),
+        # a Finnish id ends at its check letter, even glued to a digit (a service's id made of one and a count)
+        ("flows 131052-308T0 and FI131052A308T12", "flows 131052-••••0 and FI131052A••••12"),
         # glued on both sides to letters
         ("ref811218-9876abc SE811218-9876A LOAN-811218-9876B", "ref811218-••••abc SE811218-••••A LOAN-811218-••••B"),
         # several separator characters, thin and zero-width spaces, the birth date written as a date
@@ -237,6 +239,7 @@ def test_ids_inside_upstream_text_are_masked(upstream, shown):
         "at epoch 1712345678 and 1764000000000",
         "uuid 123e4567-e89b-12d3-a456-426614174000 and 42661417400012",
         "hash a15108695089b",  # glued to letters and not a valid id: a hash's digits
+        "131052-308X0 and 131052-3081234",  # a wrong check letter; a check digit glued to more digits
         "flow 81387407-781e-4280-a5e1-1552e4413b36",  # a UUID whose groups look like YYYYMMDD-NNNC
         "created 2026-11-23T10:00:00Z, amount 1234567890, order LA-10040",
         "phone +47 22 33 44 55",
@@ -457,6 +460,7 @@ def test_a_uuid_flow_id_is_shown_whole_though_its_digits_read_as_an_id(flow_id):
     assert mask_text(flow_id) != flow_id, "in free text such digits are masked, as any valid id"
     assert mask_flow_id(flow_id) == flow_id and mask_flow_id(flow_id.upper()) == flow_id.upper()
     assert mask_flow_id(FINNISH) == "131052-••••" and mask_flow_id(f"x{flow_id}") == mask_text(f"x{flow_id}")
+    assert mask_flow_id(f"{FINNISH}0") == "131052-••••0"
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
