@@ -82,6 +82,14 @@ def sent_whole(value: str, sent: str) -> bool:
     return hidden_in_urls(value) and sent.strip() != url_form(value)
 
 
+def left_untidy(args, defaults: dict[str, str] | None = None) -> bool:
+    """Whether a query string holds a parameter the page's own links leave out, sent empty or at its default: a
+    GET form sends every field, filled or not. The view redirects to the tidy address, which a person can read,
+    share and find in the browser's history."""
+    defaults = defaults or {}
+    return any(not value.strip() or value == defaults.get(name) for name, value in args.items(multi=True))
+
+
 def sealed_address(path: str) -> str:
     """A local address with each path segment and query value that reads as a national id sealed: where a page's
     sealed `next` leads back to, so that the way back does not hold the id either (the pages open what they seal)."""

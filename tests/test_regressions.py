@@ -87,8 +87,9 @@ def test_an_events_export_with_a_bad_filter_exports_nothing(signed_in):
 
 
 def test_unlinked_0_means_every_event(signed_in):
-    page = signed_in("viewer").get("/events?unlinked=0")
-    assert page.status_code == 200 and "was not valid" not in page.text
+    page = signed_in("viewer").get("/events?unlinked=0", follow_redirects=True)  # the default: out of the address
+    assert page.status_code == 200 and "was not valid" not in page.text and page.request.path == "/events"
+    assert not page.request.query_string
 
 
 def test_an_answer_left_half_sent_by_the_test_server_is_still_closed():

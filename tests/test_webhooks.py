@@ -517,6 +517,21 @@ def test_events_list_filters_and_pages(plain_app):
     assert staff.get("/events?flow=%3Cscript%3E").status_code == 302
 
 
+def test_the_events_filter_form_leaves_a_tidy_address(plain_app):
+    """The form sends every field: the empty ones and the default are left out of the address, the rest kept."""
+    deliver(plain_app.test_client(), event(event_type="flow.incident", flow_id="flow-a"))
+    staff = admin_client(plain_app)
+    for sent, tidy in (
+        ("/events?type=&flow=flow-a", "/events?flow=flow-a"),
+        ("/events?type=flow.incident&flow=&unlinked=0", "/events?type=flow.incident"),
+        ("/events?type=&flow=%20", "/events"),
+    ):
+        answer = staff.get(sent)
+        assert answer.status_code == 302 and answer.headers["Location"] == tidy, sent
+        assert staff.get(tidy).status_code == 200
+    assert staff.get("/events?type=flow.incident&flow=flow-a").status_code == 200  # tidy already: shown
+
+
 def test_event_page_shows_body_and_headers(plain_app):
     deliver(plain_app.test_client(), event(extra={"nationalId": "15108695088"}), message_id="msg_show")
     staff = admin_client(plain_app)

@@ -12,7 +12,7 @@ from ..access_log import EVENT_PAYLOAD, record_access, subject_key_of_event
 from ..audit import record_audit
 from ..csvexport import csv_response
 from ..flowindex.gapcheck import unknown_flows
-from ..flowlinks import from_url_form, hidden_in_urls, sent_whole, url_form
+from ..flowlinks import from_url_form, hidden_in_urls, left_untidy, sent_whole, url_form
 from ..masking import mask_flow_id
 from ..models import WebhookEvent, utc_now
 from ..paging import MAX_ROW_ID, before_argument
@@ -68,7 +68,7 @@ def _valid_filters():
     filters, dropped = _filters(request.args)
     if dropped:
         flash(_("A filter value was not valid and was left out."), "warning")
-    elif not _typed_whole(filters):
+    elif not (_typed_whole(filters) or left_untidy(request.args, {"unlinked": "0"})):  # the form's empty fields
         return filters, None
     assert request.endpoint is not None  # a view is answering
     return filters, redirect(url_for(request.endpoint, **_in_url(filters)))

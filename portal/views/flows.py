@@ -39,8 +39,8 @@ from ..flowindex.search import (
 )
 from ..flowindex.status import consent_since, status_of_detail, status_of_record, statuses_of_page
 from ..flowindex.store import index_record
-from ..flowlinks import hidden_in_urls, url_form
-from ..flowsearch import SearchQuery, read_search, typed_whole, wants_index
+from ..flowlinks import hidden_in_urls, left_untidy, url_form
+from ..flowsearch import DEFAULTS, SearchQuery, read_search, typed_whole, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, RevealForm
 from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query
 from ..masking import mask_flow_id, mask_national_id
@@ -68,10 +68,10 @@ def index():
     if wants_index(request.args):
         return _search()
     query, problems = parse_list_query(request.args)
-    if problems:
-        for problem in problems:
-            flash(problem, "warning")
-        return redirect(query.url(after=query.after, before=query.before, at=query.at))
+    for problem in problems:
+        flash(problem, "warning")
+    if problems or left_untidy(request.args, DEFAULTS):  # the search box's empty fields, for one
+        return redirect(query.url(after=query.after, before=query.before, at=query.at, seen=query.seen))
     try:
         query, page, notices = _fetch_page(query)
     except ValidationFailed:
@@ -102,7 +102,8 @@ def _search():
         return _without_unusable_values(query, problems)
     if query.national_id:  # an address never keeps a national id: search by its keyed hash instead
         return redirect(query.url(q=None, person=query.national_id.keyed_hash(settings().index_key)))
-    if typed_whole(query, request.args.get("q", "")):  # nor text that holds one
+    # Nor text that holds one; and the search box's empty fields are left out of the address.
+    if typed_whole(query, request.args.get("q", "")) or left_untidy(request.args, DEFAULTS):
         return redirect(query.url(**{name: query.args[name] for name in ("after", "before") if name in query.args}))
     if query.text and not query.positioned and (flow_id := flow_named(query.text)):
         return redirect(url_for("flows.detail", flow_id=flow_id))
