@@ -123,6 +123,8 @@ def read_search(args) -> tuple[SearchQuery, list[str]]:
         problems.append(_("That page position is not valid; showing the first page."))
         after = before = None
     raw = {name: value for name, value in raw.items() if name not in POSITIONS}
+    if raw.get("q") and raw.get("person"):  # typed into the box of a person's results: a new search, the text's
+        del raw["person"]
     raw |= {name: position.token for name, position in (("after", after), ("before", before)) if position}
     text = raw.get("q") or None
     national_id = (read_national_id(text) or _one_id_among_words(text)) if text else None

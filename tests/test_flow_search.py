@@ -178,6 +178,22 @@ def test_a_national_id_in_any_written_form_finds_the_person(world):
             assert re.sub(r"\W", "", written) not in page.text and 'data-testid="person-search"' in page.text
 
 
+def test_filters_applied_to_a_persons_results_keep_the_person(world):
+    """The box is empty on a person's results (the id is never shown): the form carries the person's hash, so
+    Apply narrows that person's flows; a text typed into the box is a new search and replaces the person."""
+    number = PEOPLE[0][0]
+    person = read_national_id(number).keyed_hash(KEY)
+    theirs = [flow["flowId"] for (known, *_), flow in zip(PEOPLE, world.flows, strict=False) if known == number]
+    page = world.get(f"/flows?person={person}")
+    assert f'<input type="hidden" name="person" value="{person}">' in page.text
+    applied = world.get(f"/flows?person={person}&q=&born=&status=Accepted&sort=created&order=newest")
+    assert applied.status_code == 302 and applied.headers["Location"] == f"/flows?status=Accepted&person={person}"
+    accepted = [flow_id for flow_id, state in world.service_flows().items() if state["status"] == "Accepted"]
+    narrowed = ids(world.get(applied.headers["Location"]))
+    assert len(theirs) == 2 and narrowed == [flow_id for flow_id in theirs if flow_id in accepted] != []
+    assert ids(world.get(f"/flows?person={person}&q=lindq")) == ids(world.get("/flows?q=lindq")) != []
+
+
 @pytest.mark.parametrize("pasted", ["Bjørnstad 15108695088", "15108695088 Bjørnstad", "Bjørnstad, 151086 95088"])
 def test_a_national_id_pasted_with_the_name_finds_the_person(world, pasted):
     alone = world.staff.get("/flows?q=15108695088").headers["Location"]
