@@ -31,7 +31,7 @@ def validate_national_id(country: str, value: str) -> str:
     """The compact form of a valid number for `country`, or NationalIdProblem saying what is wrong."""
     _module, name, example = NUMBERS[country]
     try:
-        return _validate(country, value.strip())
+        return valid_number(country, value.strip())
     except ValidationError as error:
         reason = next((text for kind, text in PROBLEMS if isinstance(error, kind)), _l("it is not valid"))
         raise NationalIdProblem(
@@ -92,23 +92,23 @@ def infer_country(value: str | None) -> str | None:
 def birth_date_of(country: str, value: str) -> date | None:
     """The birth date a valid number of `country` says, or None."""
     try:
-        number = _validate(country, value.strip())
+        number = valid_number(country, value.strip())
     except ValidationError:
         return None
-    return _birth_date(country, number)
+    return number_birth_date(country, number)
 
 
 def is_synthetic(country: str, value: str) -> bool:
     """A valid number from the official test series of `country` (never a real person's)."""
     try:
-        number = _validate(country, value.strip())
+        number = valid_number(country, value.strip())
     except ValidationError:
         return False
     if country == "no":
         return 81 <= int(number[2:4]) <= 92
     if country == "fi":
         return int(number[7:10]) >= 900
-    born = _birth_date(country, number)
+    born = number_birth_date(country, number)
     return born is not None and f"{born:%Y%m%d}{number[-4:]}" in SWEDISH_TEST_NUMBERS
 
 
@@ -120,13 +120,13 @@ def example_synthetic_ids(country: str) -> tuple[str, ...]:
 def is_valid(country: str, value: str) -> bool:
     """Whether `value` is a valid number of `country`, synthetic test series included."""
     try:
-        _validate(country, value)
+        valid_number(country, value)
     except ValidationError:
         return False
     return True
 
 
-def _validate(country: str, value: str) -> str:
+def valid_number(country: str, value: str) -> str:
     """python-stdnum's validation, widened to the synthetic series stdnum refuses (Tenor, Finnish 900–999)."""
     if country == "fi":
         return hetu.validate(value, allow_temporary=True)
@@ -145,7 +145,8 @@ def _tenor_as_real(number: str) -> str:
     return f"{number[:2]}{int(number[2:4]) - 80:02d}{number[4:]}"
 
 
-def _birth_date(country: str, number: str) -> date | None:
+def number_birth_date(country: str, number: str) -> date | None:
+    """The birth date a valid number (`valid_number`'s form) says, or None (a date stdnum cannot tell)."""
     try:
         if country == "no":
             return fodselsnummer.get_birth_date(_tenor_as_real(number) if int(number[2:4]) > 80 else number)

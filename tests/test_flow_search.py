@@ -194,6 +194,16 @@ def test_filters_applied_to_a_persons_results_keep_the_person(world):
     assert ids(world.get(f"/flows?person={person}&q=lindq")) == ids(world.get("/flows?q=lindq")) != []
 
 
+def test_a_flow_made_with_a_synthetic_id_is_found_by_it(world):
+    """The create form offers synthetic test ids (Tenor, Finnish 900-999): search finds their flows, masked."""
+    flow = world.sandbox.create(national_id="16822548834", last_name="Tenorsen")
+    world.index_everything()
+    answer = world.get("/flows?q=16822548834")
+    assert answer.status_code == 302 and "person=" in answer.headers["Location"]
+    page = world.get(answer.headers["Location"])
+    assert ids(page) == [flow["flowId"]] and "168225•••••" in page.text and "16822548834" not in page.text
+
+
 @pytest.mark.parametrize("pasted", ["Bjørnstad 15108695088", "15108695088 Bjørnstad", "Bjørnstad, 151086 95088"])
 def test_a_national_id_pasted_with_the_name_finds_the_person(world, pasted):
     alone = world.staff.get("/flows?q=15108695088").headers["Location"]

@@ -8,19 +8,15 @@ from dataclasses import dataclass
 from datetime import date
 
 from stdnum.exceptions import ValidationError
-from stdnum.fi import hetu
-from stdnum.no import fodselsnummer
-from stdnum.se import personnummer
 
 from ..masking import mask_national_id
+from ..nationalid import number_birth_date, valid_number
 
 # Letters that Unicode does not decompose into a base letter and a mark.
 _FOLDED = str.maketrans({"ø": "o", "æ": "ae", "œ": "oe", "ð": "d", "þ": "th", "ß": "ss", "ł": "l", "đ": "d"})
 _NOT_NAME = re.compile(r"[^a-z0-9 '-]+")
 _SPACES = re.compile(r"\s+")
 MAX_NAME_KEY = 100
-# Finnish henkilötunnus: the century sign between date and individual number (the 2023 signs included).
-_FI_CENTURY = {"+": 1800, **dict.fromkeys("-YXWVU", 1900), **dict.fromkeys("ABCDEF", 2000)}
 
 
 def name_key(name: str | None) -> str | None:
@@ -74,27 +70,25 @@ def _likely_first(value: str) -> tuple[str, ...]:
 
 
 def _norwegian(value: str) -> NationalId:
-    number = fodselsnummer.validate(value)
-    return NationalId("no", number, _birth_date(fodselsnummer, number), value)
+    number = valid_number("no", value)
+    return NationalId("no", number, number_birth_date("no", number), value)
 
 
 def _swedish(value: str) -> NationalId:
-    number = personnummer.validate(value)
-    born = personnummer.get_birth_date(number)
-    return NationalId("se", born.strftime("%Y%m%d") + number[-4:], born, value)
+    number = valid_number("se", value)
+    return NationalId("se", _with_full_birth_date("se", number, number[-4:]), number_birth_date("se", number), value)
 
 
 def _finnish(value: str) -> NationalId:
-    number = hetu.validate(value)
-    born = date(_FI_CENTURY[number[6]] + int(number[4:6]), int(number[2:4]), int(number[0:2]))
-    return NationalId("fi", born.strftime("%Y%m%d") + number[7:], born, value)
+    number = valid_number("fi", value)
+    return NationalId("fi", _with_full_birth_date("fi", number, number[7:]), number_birth_date("fi", number), value)
 
 
-def _birth_date(module, number: str) -> date | None:
-    try:
-        return module.get_birth_date(number)
-    except (ValidationError, ValueError):
-        return None  # a D-number or H-number whose date stdnum cannot tell
+def _with_full_birth_date(country: str, number: str, rest: str) -> str:
+    born = number_birth_date(country, number)
+    if born is None:
+        raise ValueError("no birth date")
+    return born.strftime("%Y%m%d") + rest
 
 
 _READERS = {"no": _norwegian, "se": _swedish, "fi": _finnish}
