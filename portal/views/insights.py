@@ -36,6 +36,9 @@ def index():
     now = current.now()
     span, problems = parse_range(request.args, local_today(now, zone), zone)
     figures = insight(span)
+    typed = {"from": span.first.isoformat(), "to": span.last.isoformat()}
+    if span.kind != "custom" and request.args.get("range", "").strip() == "custom":  # shown instead: kept to correct
+        typed = {name: request.args.get(name, "").strip()[:40] for name in typed}
     return render_template(
         "insights/index.html",
         insight=figures,
@@ -43,6 +46,7 @@ def index():
         status_names={code: status_label(code) for code in CONSENT_STATUSES} | {"unknown": _("Status not known")},
         all_created=percent(1),  # the created row is the whole, written as the reader's language writes 100 %
         problems=problems,
+        typed=typed,
         now=now,
         ranges=RANGES,
         exact_days=EXACT_PERCENTILE_DAYS,
