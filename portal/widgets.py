@@ -66,9 +66,10 @@ def _flow_id_html(flow_id: str, href: str | None, language: str) -> str:
     text = f'<code class="flow-id-text{" flow-id-cut" if cut else ""}" title="{whole}">{short}{rest}</code>'
     if href:
         text = f'<a href="{e(href)}">{text}</a>'
+    copied, copy = e(_("Copied")), e(_("Copy"))  # outside the f-string, where pybabel extract finds them
     return (
         f'<span class="flow-id">{text}<button type="button" class="btn btn-outline-secondary copy-button" '
-        f'data-copy="{whole}" data-copied="{e(_("Copied"))}" hidden><span class="copy-label">{e(_("Copy"))}</span>'
+        f'data-copy="{whole}" data-copied="{copied}" hidden><span class="copy-label">{copy}</span>'
         f'<span class="visually-hidden"> {short}</span></button></span>'
     )
 

@@ -275,6 +275,10 @@ def test_the_stuck_page_lists_stuck_flows_with_their_age_and_a_link_to_act(porta
 
     quiet_hours = staff.get("/insights/stuck?hours=100")
     assert 'data-testid="empty-stuck"' in quiet_hours.text and "changed within the last 100 hours" in quiet_hours.text
+    one_hour = staff.get("/insights/stuck?hours=1")  # each count with its own plural: "1 hour", not "1 hours"
+    assert "3 flows without change for more than 1 hour</h2>" in one_hour.text
+    in_norwegian = staff.get("/insights/stuck?hours=1", headers={"Accept-Language": "nb"})
+    assert "3 flyter uten endring på mer enn 1 time</h2>" in in_norwegian.text
 
 
 @pytest.mark.parametrize(
