@@ -75,20 +75,20 @@ def _norwegian(value: str) -> NationalId:
 
 
 def _swedish(value: str) -> NationalId:
-    number = valid_number("se", value)
-    return NationalId("se", _with_full_birth_date("se", number, number[-4:]), number_birth_date("se", number), value)
+    return _with_full_birth_year("se", value, rest_from=-4)
 
 
 def _finnish(value: str) -> NationalId:
-    number = valid_number("fi", value)
-    return NationalId("fi", _with_full_birth_date("fi", number, number[7:]), number_birth_date("fi", number), value)
+    return _with_full_birth_year("fi", value, rest_from=7)
 
 
-def _with_full_birth_date(country: str, number: str, rest: str) -> str:
+def _with_full_birth_year(country: str, value: str, rest_from: int) -> NationalId:
+    """Canonical as the birth date with its century (YYYYMMDD) and the number's individual part."""
+    number = valid_number(country, value)
     born = number_birth_date(country, number)
     if born is None:
         raise ValueError("no birth date")
-    return born.strftime("%Y%m%d") + rest
+    return NationalId(country, born.strftime("%Y%m%d") + number[rest_from:], born, value)
 
 
 _READERS = {"no": _norwegian, "se": _swedish, "fi": _finnish}
