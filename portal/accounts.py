@@ -29,7 +29,17 @@ class AccountError(ValueError):
 
 
 def find_account(username: str) -> User | None:
-    return db.session.scalar(select(User).where(User.username == username))
+    """The account named `username`: exactly, else in another letter case ("Alice" for alice) when one is."""
+    exact = db.session.scalar(select(User).where(User.username == username))
+    if exact is not None:
+        return exact
+    alike = _named_alike(username)
+    return alike[0] if len(alike) == 1 else None  # two created before names were compared so: neither
+
+
+def _named_alike(username: str) -> list[User]:
+    """Accounts whose name is `username` in any letter case (names are ASCII: SQL's lower() folds them alike)."""
+    return list(db.session.scalars(select(User).where(func.lower(User.username) == username.lower()).limit(2)))
 
 
 def account_by_id(user_id: int) -> User | None:
@@ -90,8 +100,9 @@ def create_account(username: str, role: str, password: str, sso_subject: str | N
         raise AccountError(_("A username is 1–80 letters, digits or . _ @ -"))
     _check_role(role)
     _check_password(password)
-    if find_account(username):
-        raise AccountError(_("A user named %(name)s exists already.", name=username))
+    taken = _named_alike(username)
+    if taken:  # in any letter case: staff sign in as "Alice" or "alice" alike
+        raise AccountError(_("A user named %(name)s exists already.", name=taken[0].username))
     user = User(username=username, role=role, sso_subject=sso_subject)
     user.set_password(password)
     db.session.add(user)

@@ -51,6 +51,26 @@ def test_an_admin_adds_a_user_who_can_then_sign_in(app, admin):
     assert sign_in(app.test_client(), "kari").status_code == 302
 
 
+def test_a_username_is_one_in_any_letter_case(app, admin):
+    """Staff type "Kari" for kari: the account signs in so, and a second "KARI" cannot be made beside it."""
+    new_user(admin)
+    again = new_user(admin, username="KARI")
+    assert again.status_code == 400 and "A user named kari exists already." in again.text
+    assert sign_in(app.test_client(), "Kari").status_code == 302
+    assert sign_in(app.test_client(), "Kari", password="wrong-password-1").status_code == 200
+    with app.app_context():
+        entries = db.session.query(AuditEntry).filter_by(action="sign_in").all()
+        assert [entry.username for entry in entries][-1] == "kari"  # recorded under the account's own name
+
+
+def test_two_accounts_made_before_names_were_compared_so_need_their_exact_name(app):
+    add_user(app, "ola")
+    add_user(app, "OLA", password="another-password-2")
+    assert sign_in(app.test_client(), "ola").status_code == 302
+    assert sign_in(app.test_client(), "OLA", password="another-password-2").status_code == 302
+    assert sign_in(app.test_client(), "Ola").status_code == 200  # which one is meant cannot be told
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
