@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from flask_babel import gettext as _
 from flask_login import UserMixin
 from sqlalchemy import and_, bindparam, func, or_, select
+from zxcvbn import zxcvbn
 
 from .audit import record_audit
 from .extensions import db
@@ -19,6 +20,10 @@ from .throttle import unlock_account
 
 USERNAME = re.compile(r"[A-Za-z0-9._@-]{1,80}")
 MIN_PASSWORD = 10
+# zxcvbn's score (0-4) a password needs: 2, "somewhat guessable", holds against guessing online, and sign-in is
+# throttled; it refuses "password123", "1234567890", "qwertyuiop", "aaaaaaaaaa" and the username with digits.
+MIN_PASSWORD_SCORE = 2
+PASSWORD_CHECKED = 72  # zxcvbn's limit: the first 72 characters are judged (more are never weak for it)
 ACTIVE_ADMIN = and_(User.role == "admin", User.disabled.is_(False))
 
 log = logging.getLogger(__name__)
@@ -99,7 +104,7 @@ def create_account(username: str, role: str, password: str, sso_subject: str | N
     if not USERNAME.fullmatch(username):
         raise AccountError(_("A username is 1–80 letters, digits or . _ @ -"))
     _check_role(role)
-    _check_password(password)
+    _check_password(password, username)
     taken = _named_alike(username)
     if taken:  # in any letter case: staff sign in as "Alice" or "alice" alike
         raise AccountError(_("A user named %(name)s exists already.", name=taken[0].username))
@@ -139,7 +144,7 @@ def set_disabled(user: User, disabled: bool, *, actor: str) -> None:
 
 def change_password(user: User, password: str, *, actor: str) -> None:
     """Give `user` a new password; the sessions the old one opened end."""
-    _check_password(password)
+    _check_password(password, user.username)
     _lock(user)
     user.set_password(password)
     _save(actor, "account.password", user.username)
@@ -171,9 +176,16 @@ def _check_role(role: str) -> None:
         raise AccountError(_("The role must be one of %(roles)s.", roles=", ".join(ROLES)))
 
 
-def _check_password(password: str) -> None:
+def _check_password(password: str, username: str) -> None:
     if len(password) < MIN_PASSWORD:
         raise AccountError(_("The password must be at least %(count)d characters.", count=MIN_PASSWORD))
+    if zxcvbn(password[:PASSWORD_CHECKED], user_inputs=[username])["score"] < MIN_PASSWORD_SCORE:
+        raise AccountError(
+            _(
+                "This password is too easy to guess: a common password, a word with a few digits, a keyboard row, "
+                "a repeat or the username. A few unrelated words make a good one."
+            )
+        )
 
 
 def _lock(user: User) -> int:

@@ -75,6 +75,10 @@ def test_two_accounts_made_before_names_were_compared_so_need_their_exact_name(a
     ("changes", "message"),
     [
         ({"password": "short", "confirm": "short"}, "at least 10"),
+        ({"password": "password123", "confirm": "password123"}, "too easy to guess"),
+        ({"password": "qwertyuiop", "confirm": "qwertyuiop"}, "too easy to guess"),
+        ({"password": "aaaaaaaaaa", "confirm": "aaaaaaaaaa"}, "too easy to guess"),
+        ({"password": "kari123456", "confirm": "kari123456"}, "too easy to guess"),  # the username with digits
         ({"confirm": "something else"}, "The passwords differ"),
         ({"username": "has space"}, "A username is 1–80 letters"),
         ({"username": "admin-user"}, "exists already"),

@@ -118,6 +118,8 @@ def test_users_lifecycle(cli_app):
     assert created.exit_code == 0, created.output
     assert invoke(app, "users", "create", "kari", input=f"{PASSWORD}\n{PASSWORD}\n").exit_code != 0
     assert invoke(app, "users", "create", "ola", "--password", "short").exit_code != 0
+    # The demo's sign-in (README, scripts/demo) must pass the password rules.
+    assert invoke(app, "users", "create", "demo", "--password", "demo-password").exit_code == 0
     assert invoke(app, "users", "set-role", "kari", "admin").exit_code == 0
     last_admin = invoke(app, "users", "disable", "kari")
     assert last_admin.exit_code != 0 and "last active admin" in last_admin.output
@@ -136,6 +138,8 @@ def test_users_enable_set_password_and_sign_out(cli_app):
     browser = app.test_client()
     assert sign_in(browser, "kari").status_code == 302
     assert invoke(app, "users", "set-password", "kari", "--password", "short").exit_code != 0
+    guessable = invoke(app, "users", "set-password", "kari", "--password", "1234567890")
+    assert guessable.exit_code != 0 and "too easy to guess" in guessable.output
     assert browser.get("/flows").status_code == 200  # a refused change ends nothing
     changed = invoke(app, "users", "set-password", "kari", input="a new long password\n" * 2)
     assert changed.exit_code == 0, changed.output
