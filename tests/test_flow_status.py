@@ -246,6 +246,14 @@ def test_an_event_whose_reference_no_known_flow_has_is_unlinked(status_app, staf
 # -- the events filter and export ----------------------------------------------------------------
 
 
+def test_a_type_no_event_has_yet_stays_chosen_in_the_filter(status_app, staff):
+    post_event(status_app, flow_id="flow-typed", reference_id="LA-20041")
+    page = staff.get("/events?type=flow.renamed").text
+    assert '<option value="flow.renamed" selected>flow.renamed</option>' in page, "the filter shows what the list is"
+    assert "No events match these filters." in page
+    assert '<option value="flow.status_changed">' in page, "the types received are offered beside it"
+
+
 def test_the_flow_filter_finds_a_reference_in_any_case_and_a_flow_id_exactly(status_app, staff):
     flow_id = "0f6a3c1e-flow-filter"
     event_id = post_event(status_app, flow_id=flow_id, reference_id="LA-20040")

@@ -98,11 +98,18 @@ def index():
         links=reference_links(page.rows),
         unknown=unknown_flows(event.flow_id for event in page.rows),
         filters=filters,
-        types=event_types(),
+        types=_types_offered(filters.get("type")),
         next_url=next_url,
         newest_url=url_for("events.index", **_in_url(unpaged)) if "before" in filters else None,
         export_url=url_for("events.export", **_in_url(unpaged)),
     )
+
+
+def _types_offered(chosen: str | None) -> list[str]:
+    """The types received so far, and the chosen one if none has come yet (a bookmark may name a type before its first
+    event): the filter must show what the list is filtered by."""
+    types = event_types()
+    return sorted([*types, chosen]) if chosen and chosen not in types else types
 
 
 EXPORT_COLUMNS = ("event_id", "type", "flow_id", "reference_id", "status", "occurred_at", "received_at")
