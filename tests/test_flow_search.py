@@ -152,6 +152,22 @@ def test_a_repeated_reference_lists_its_flows_instead_of_choosing_one(world):
     assert shared.status_code == 302 and shared.headers["Location"].endswith("/flows?q=XR-7")
 
 
+def test_a_bare_number_suggests_the_references_it_ends(make_app, database_url):
+    app = make_app(database=database_url, WTF_CSRF_ENABLED=False)
+    now = datetime.now(timezone.utc)
+    references = {"LA-10038": "f-la", "B10038": "f-b", "LA-110038": "f-longer", "LA-10039": "f-other"}
+    with app.app_context():
+        seen = [Observation(flow, LIST, now, now, reference_id=ref, archived=False) for ref, flow in references.items()]
+        apply_observations(seen, KEY)
+    staff = client_for(app)
+    page = staff.get("/flows?q=10038").text
+    assert "No flows in the index match this search." in page
+    meant = re.search(r'data-testid="meant">(.*?)</p>', page, re.DOTALL)[1]
+    assert re.findall(r'<a href="/flows/([^"]+)">([^<]+)</a>', meant) == [("f-b", "B10038"), ("f-la", "LA-10038")]
+    assert 'data-testid="meant"' not in staff.get("/flows?q=LA-10").text, "only a bare number of three digits up"
+    assert 'data-testid="meant"' not in staff.get("/flows?q=38").text
+
+
 # Each person's number as created (PEOPLE) and written otherwise: with and without separators, 10 or 12
 # digits and + for a Swede past 100, the Finnish century sign in either case.
 WRITTEN_FORMS = {

@@ -98,6 +98,26 @@ def index_knows_reference(text: str) -> bool:
     return db.session.scalar(query) is not None
 
 
+def references_ending_in(number: str, most: int = 5) -> list[tuple[str, str]]:
+    """(reference, flow id) of flows whose reference is `number` behind a prefix ("LA-10038" for "10038"): what
+    staff meant who typed only the number a customer read out. A scan of the index: only for a search that found
+    nothing."""
+    if not (number.isascii() and number.isdigit() and 3 <= len(number) <= MAX_IDENTIFIER):
+        return []
+    query = (
+        select(FlowRecord.reference_id, FlowRecord.flow_id)
+        .where(FlowRecord.reference_id.like(f"%{number}"), FlowRecord.reference_id != number)
+        .order_by(FlowRecord.reference_id)
+        .limit(50)
+    )
+    found = [
+        (reference, flow_id)
+        for reference, flow_id in db.session.execute(query)
+        if reference is not None and not reference[: -len(number)][-1:].isdigit()  # not "110038" for "10038"
+    ]
+    return found[:most]
+
+
 def search_page(
     search: FlowSearch, limit: int, after: Position | None = None, before: Position | None = None
 ) -> ResultPage:

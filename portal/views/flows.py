@@ -34,6 +34,7 @@ from ..flowindex.search import (
     flow_named,
     index_knows_reference,
     last_listed,
+    references_ending_in,
     search_page,
     status_counts,
 )
@@ -120,6 +121,7 @@ def _search():
         counts=counts,
         count_cap=COUNT_CAP,
         person=person,
+        meant=references_ending_in(query.text) if query.text and not page.rows and not query.positioned else [],
         synced=last_listed(),
         now=utc_now(),
     )
