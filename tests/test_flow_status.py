@@ -21,6 +21,7 @@ from portal.extensions import db
 from portal.flowindex.status import Reading, freshest, statuses_of_page
 from portal.models import AuditEntry, WebhookEvent
 from portal.presentation import time_ago
+from portal.webhooks.store import MOST_EVENT_TYPES, event_types
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 # Control actions from a new flow, and what every page must then say: consent status, lifecycle, archived.
@@ -244,6 +245,26 @@ def test_an_event_whose_reference_no_known_flow_has_is_unlinked(status_app, staf
 
 
 # -- the events filter and export ----------------------------------------------------------------
+
+
+def test_the_type_filter_offers_each_type_received_once_in_order(status_app, staff):
+    for kind in ("flow.zeta", "flow.alpha", "flow.zeta", "flow.mid"):
+        post_event(status_app, flow_id="flow-kinds", event_type=kind)
+    page = staff.get("/events").text
+    select = re.search(r'<select id="type".*?</select>', page, re.DOTALL)[0]
+    offered = re.findall(r'<option value="([^"]+)"', select)
+    assert offered == ["flow.alpha", "flow.mid", "flow.zeta"]
+
+
+def test_the_types_offered_are_bounded(status_app):
+    with status_app.app_context():
+        db.session.add_all(
+            WebhookEvent(event_id=f"kind-{n}", event_type=f"t.{n:03d}", body="{}", scheme="standard", secret_index=0)
+            for n in range(MOST_EVENT_TYPES + 3)
+        )
+        db.session.add(WebhookEvent(event_id="no-kind", event_type=None, body="{}", scheme="standard", secret_index=0))
+        db.session.commit()
+        assert event_types() == [f"t.{n:03d}" for n in range(MOST_EVENT_TYPES)]
 
 
 def test_a_type_no_event_has_yet_stays_chosen_in_the_filter(status_app, staff):

