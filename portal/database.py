@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from flask import Flask, g
-from sqlalchemy import event
+from sqlalchemy import Column, Select, event, func, select
 from sqlalchemy.engine import CursorResult, Engine, make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -25,6 +25,26 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout)
 
 log = logging.getLogger(__name__)
+
+
+def distinct_values(column: Column[Any], most: int) -> list[Any]:
+    """The column's distinct values other than NULL, in order, at most `most`: for a filter's choices.
+
+    A walk of the column's index from one value to the next (a recursive query, one index seek a value), not a
+    DISTINCT over every row: on a table of millions that scan took a second on every page that offers the choice.
+    """
+    return [value for value in db.session.scalars(_distinct_walk(column, most)) if value is not None]
+
+
+@functools.cache
+def _distinct_walk(column: Column[Any], most: int) -> Select[Any]:
+    """Built once per column: building it costs more than running it."""
+    table = column.table
+    following = table.alias().c[column.key]
+    first = select(func.min(column).label("value")).cte(f"{table.name}_{column.key}_values", recursive=True)
+    after = select(func.min(following)).where(following > first.c.value).scalar_subquery()
+    values = first.union_all(select(after).where(first.c.value.is_not(None)))
+    return select(values.c.value).where(values.c.value.is_not(None)).limit(most)
 
 
 def changed_rows(statement: Executable) -> int:

@@ -88,6 +88,8 @@ class AuditEntry(Model):
     """Who saw or did what to personal data, and when."""
 
     __tablename__ = "audit_log"
+    # The action filter's choices walk it (`database.distinct_values`), and a rare action's page walks it by id.
+    __table_args__ = (Index("ix_audit_log_action", "action", "id"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, index=True)

@@ -1,6 +1,5 @@
 """The durable event store: verified events once per id, and a bounded record of rejections."""
 
-import functools
 import hashlib
 import json
 import re
@@ -16,7 +15,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import aliased
 
-from ..database import changed_rows
+from ..database import changed_rows, distinct_values
 from ..extensions import db
 from ..flowapi.records import parse_timestamp
 from ..masking import mask_document, mask_text
@@ -467,20 +466,9 @@ MOST_EVENT_TYPES = 200
 
 
 def event_types() -> list[str]:
-    """The event types received, in order (at most MOST_EVENT_TYPES)."""
-    return [kind for kind in db.session.scalars(_event_types_query()) if kind is not None]
-
-
-@functools.cache
-def _event_types_query() -> Select[Any]:
-    """A walk of the type index from one type to the next (a recursive query: one index seek a type), not a DISTINCT
-    over every event: measured 250 ms at 2,000,000 events on SQLite, on every events page. Built once: building
-    it costs more than running it."""
-    events, following = WebhookEvent.__table__, WebhookEvent.__table__.alias()
-    first = select(func.min(events.c.event_type).label("kind")).cte("kinds", recursive=True)
-    after = select(func.min(following.c.event_type)).where(following.c.event_type > first.c.kind).scalar_subquery()
-    kinds = first.union_all(select(after).where(first.c.kind.is_not(None)))
-    return select(kinds.c.kind).where(kinds.c.kind.is_not(None)).limit(MOST_EVENT_TYPES)
+    """The event types received, in order (at most MOST_EVENT_TYPES): measured 250 ms as a DISTINCT over 2,000,000
+    events on SQLite, 0.15 ms as `distinct_values`' walk of the type index."""
+    return distinct_values(WebhookEvent.__table__.c.event_type, MOST_EVENT_TYPES)
 
 
 def body_hash(body: bytes) -> str:
