@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 
 from flask import has_request_context, request
 from flask_login import current_user
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from . import current
 from .extensions import db
@@ -81,6 +81,16 @@ def subject_key_of_event(flow_id: str | None, body: str) -> str | None:
 def accesses_of(subject_key: str, before: int | None, limit: int) -> KeysetPage:
     """A person's rows, newest first."""
     return newest_first(select(AccessEntry).where(AccessEntry.subject_key == subject_key), AccessEntry, before, limit)
+
+
+def count_accesses(subject_key: str) -> int:
+    return db.session.scalar(select(func.count()).where(AccessEntry.subject_key == subject_key)) or 0
+
+
+def masked_id_of(subject_key: str) -> str | None:
+    """The person's national id, masked, as the flow index holds it; None when no flow of theirs is indexed."""
+    query = select(FlowRecord.national_id_masked).where(FlowRecord.national_id_hash == subject_key).limit(1)
+    return db.session.scalar(query)
 
 
 def _id_values(document, depth: int = 0) -> Iterator[str]:

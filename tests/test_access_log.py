@@ -1,11 +1,14 @@
 """The per-person access log: every look at a person's data, found again from their national id."""
 
+import re
+
 import pytest
 from support import deliver_signed
 
 from portal.access_log import subject_key_of
 from portal.extensions import db
 from portal.models import AccessEntry, AuditEntry, WebhookEvent
+from portal.views.admin import ACCESS_ROWS
 
 PERSON = "15108695088"
 OTHER_PERSON = "811218-9876"
@@ -83,3 +86,43 @@ def test_each_person_has_only_their_own_entries(app, signed_in, sandbox):
     viewer.get(f"/flows/{theirs}")
     assert accesses(app) == [("viewer-user", "flow_detail", None)]
     assert accesses(app, OTHER_PERSON) == [("viewer-user", "flow_detail", None)] * 2
+
+
+def test_a_long_log_is_read_page_by_page_and_says_how_long_it_is(app, signed_in, sandbox):
+    flow_id = sandbox.create(national_id=PERSON)["flowId"]
+    signed_in("operator").get(f"/flows/{flow_id}")  # the index learns the person's masked id
+    app.extensions["flow_index"].flush()
+    with app.app_context():
+        key = subject_key_of(PERSON)
+        db.session.add_all(
+            AccessEntry(subject_key=key, username="exporter", kind="export_row", target=f"export {n}")
+            for n in range(ACCESS_ROWS + 5)
+        )
+        db.session.commit()
+    admin = signed_in("admin")
+    first = admin.post("/admin/access", data={"national_id": PERSON}).text
+    assert f"{ACCESS_ROWS + 6} entries in all." in first, "the flow page and the exports"
+    assert ">export 0<" not in first and f"These are the newest {ACCESS_ROWS}." in first
+    older = re.search(
+        r'<form method="post" action="/admin/access" data-testid="older-accesses">(.*?)</form>', first, re.S
+    )
+    fields = dict(re.findall(r'name="(subject|before)" type="hidden" value="([^"]*)"', older[1]))
+    assert fields["subject"] == key and PERSON not in older[1], "the next page carries the key, never the number"
+    second = admin.post("/admin/access", data=fields).text
+    assert (
+        ">export 0<" in second
+        and "Opened the flow&#39;s page" in second
+        and "151086•••••" in second
+        and "These are older entries" in second
+    )
+    assert 'data-testid="older-accesses"' not in second, "the last page"
+    assert len(re.findall(r"<tr><td>", first)) == ACCESS_ROWS and len(re.findall(r"<tr><td>", second)) == 6
+    with app.app_context():
+        lookups = [entry.target for entry in db.session.query(AuditEntry).filter_by(action="access_log_lookup")]
+    assert lookups[0] == "national id 151086•••••" and lookups[1].startswith("national id 151086••••• (entries before")
+
+
+@pytest.mark.parametrize("fields", [{"subject": "not-a-key", "before": "5"}, {"subject": "a" * 64, "before": "x"}])
+def test_a_page_of_accesses_that_cannot_be_read_sends_back_to_the_look_up(app, signed_in, fields):
+    answer = signed_in("admin").post("/admin/access", data=fields, follow_redirects=True)
+    assert answer.status_code == 200 and "look the person up again" in answer.text

@@ -11,7 +11,7 @@ from flask_login import current_user
 from werkzeug.datastructures import MultiDict
 
 from .. import current
-from ..access_log import LOOKUP, accesses_of, record_access, subject_key_of
+from ..access_log import LOOKUP, accesses_of, count_accesses, masked_id_of, record_access, subject_key_of
 from ..accounts import (
     AccountError,
     account_by_id,
@@ -31,6 +31,7 @@ from ..forms import (
     AuditFilterForm,
     ConfirmForm,
     NewUserForm,
+    OlderAccessesForm,
     RejectedFilterForm,
     SubjectLookupForm,
     SubjectRequestForm,
@@ -214,7 +215,9 @@ def audit_export(fmt: str):
 
 @bp.route("/access", methods=["GET", "POST"])
 def access():
-    """Who looked at one person's data, when and why; the look-up is itself recorded."""
+    """Who looked at one person's data, when and why, newest first; each look-up is itself recorded."""
+    if "subject" in request.form:
+        return _older_accesses(OlderAccessesForm())
     form = SubjectLookupForm()
     if not form.validate_on_submit():
         return render_template("admin/access.html", form=form, page=None), 400 if form.is_submitted() else 200
@@ -224,9 +227,34 @@ def access():
         return render_template("admin/access.html", form=form, page=None), 400
     masked = mask_national_id("".join(form.national_id.data.split()))
     record_audit(current_user.username, "access_log_lookup", f"national id {masked}")
-    page = accesses_of(subject_key, None, ACCESS_ROWS)  # read before the look-up's own row
+    return _accesses_page(subject_key, masked, None)
+
+
+def _older_accesses(form: OlderAccessesForm):
+    """A later page of the person the page before looked up, by the subject key it carried."""
+    before = before_argument(form.before.data)
+    if not form.validate_on_submit() or before is None:
+        flash(_("Those entries cannot be shown: look the person up again."), "warning")
+        return redirect(url_for("admin.access"))
+    subject_key = form.subject.data
+    masked = masked_id_of(subject_key)
+    record_audit(current_user.username, "access_log_lookup", f"national id {masked or '?'} (entries before {before})")
+    return _accesses_page(subject_key, masked, before)
+
+
+def _accesses_page(subject_key: str, masked: str | None, before: int | None):
+    page, total = accesses_of(subject_key, before, ACCESS_ROWS), count_accesses(subject_key)  # without this look-up
     record_access(subject_key, LOOKUP, "access log look-up")
-    return render_template("admin/access.html", form=SubjectLookupForm(formdata=None), page=page, masked=masked)
+    older = OlderAccessesForm(formdata=None, subject=subject_key, before=page.next_before) if page.next_before else None
+    return render_template(
+        "admin/access.html",
+        form=SubjectLookupForm(formdata=None),
+        page=page,
+        masked=masked,
+        total=total,
+        earlier_page=before is not None,
+        older=older,
+    )
 
 
 @bp.route("/subjects", methods=["GET", "POST"])
