@@ -7,7 +7,7 @@ from datetime import datetime
 
 from flask import Response, stream_with_context
 
-from .masking import mask_text
+from .masking import mask_flow_id
 
 CHUNK_CHARS = 64 * 1024
 # A cell starting with one of these is run as a formula by spreadsheet programs (CSV injection).
@@ -15,10 +15,11 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(value) -> str:
-    """The cell's text: times in ISO 8601, nothing for None, national ids masked, an apostrophe before a formula."""
+    """The cell's text: times in ISO 8601, nothing for None, national ids masked (a UUID, a flow's or an event's id,
+    shown whole as the pages show it), an apostrophe before a formula."""
     if value is None:
         return ""
-    text = value.isoformat() if isinstance(value, datetime) else mask_text(str(value))
+    text = value.isoformat() if isinstance(value, datetime) else mask_flow_id(str(value))
     return "'" + text if text.startswith(FORMULA_START) else text
 
 

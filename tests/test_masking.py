@@ -21,6 +21,7 @@ from stdnum.no import fodselsnummer
 from stdnum.se import personnummer
 from support import add_user, deliver_signed, sign_in
 
+from portal.csvexport import csv_cell
 from portal.extensions import db
 from portal.masking import is_national_id_key, mask_document, mask_flow_id, mask_national_id, mask_text
 from portal.models import FlowRecord, WebhookEvent
@@ -461,6 +462,9 @@ def test_a_uuid_flow_id_is_shown_whole_though_its_digits_read_as_an_id(flow_id):
     assert mask_flow_id(flow_id) == flow_id and mask_flow_id(flow_id.upper()) == flow_id.upper()
     assert mask_flow_id(FINNISH) == "131052-••••" and mask_flow_id(f"x{flow_id}") == mask_text(f"x{flow_id}")
     assert mask_flow_id(f"{FINNISH}0") == "131052-••••0"
+    note = f"about {flow_id}"
+    assert mask_document({"id": flow_id, "note": note}) == {"id": flow_id, "note": mask_text(note)}, "as pages show it"
+    assert csv_cell(flow_id) == flow_id and csv_cell(note) == mask_text(note), "and the CSV exports"
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
