@@ -20,6 +20,7 @@ from .throttle import unlock_account
 
 USERNAME = re.compile(r"[A-Za-z0-9._@-]{1,80}")
 MIN_PASSWORD = 10
+MAX_PASSWORD = 256  # the forms' limit
 # zxcvbn's score (0-4) a password needs: 2, "somewhat guessable", holds against guessing online, and sign-in is
 # throttled; it refuses "password123", "1234567890", "qwertyuiop", "aaaaaaaaaa" and the username with digits.
 MIN_PASSWORD_SCORE = 2

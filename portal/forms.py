@@ -21,7 +21,7 @@ from wtforms.fields.choices import SelectChoice
 from wtforms.validators import DataRequired, EqualTo, Length, Optional, Regexp, ValidationError
 
 from . import current
-from .accounts import MIN_PASSWORD
+from .accounts import MAX_PASSWORD, MIN_PASSWORD
 from .flowindex.observations import CONSENT_STATUSES, LIFECYCLES
 from .labels import STATUS_LABELS, audit_action_label, purpose_label
 from .listing import PAGE_SIZES
@@ -203,9 +203,10 @@ class NewUserForm(FlaskForm):
         validators=[
             DataRequired(),
             Length(
-                min=MIN_PASSWORD,
-                max=256,
-                message=_l("The password must be at least %(count)d characters.", count=MIN_PASSWORD),
+                min=MIN_PASSWORD, message=_l("The password must be at least %(count)d characters.", count=MIN_PASSWORD)
+            ),
+            Length(
+                max=MAX_PASSWORD, message=_l("The password can be at most %(count)d characters.", count=MAX_PASSWORD)
             ),
             printable,
         ],
@@ -214,7 +215,8 @@ class NewUserForm(FlaskForm):
     confirm = PasswordField(
         _l("Password again"),
         validators=[EqualTo("password", _l("The passwords differ."))],
-        render_kw={"autocomplete": "new-password"},
+        # The same limit as the password's: a long password pasted into both must be cut alike, or they differ.
+        render_kw={"autocomplete": "new-password", "maxlength": MAX_PASSWORD},
     )
     submit = SubmitField(_l("Create user"))
 

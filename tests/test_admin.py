@@ -80,6 +80,7 @@ def test_two_accounts_made_before_names_were_compared_so_need_their_exact_name(a
         ({"password": "aaaaaaaaaa", "confirm": "aaaaaaaaaa"}, "too easy to guess"),
         ({"password": "kari123456", "confirm": "kari123456"}, "too easy to guess"),  # the username with digits
         ({"confirm": "something else"}, "The passwords differ"),
+        ({"password": "Long-pass-" * 26, "confirm": "Long-pass-" * 26}, "at most 256 characters"),
         ({"username": "has space"}, "A username is 1–80 letters"),
         ({"username": "admin-user"}, "exists already"),
         ({"role": "emperor"}, "Not a valid choice"),
@@ -90,6 +91,13 @@ def test_adding_a_user_explains_what_is_wrong(app, admin, changes, message):
     assert answer.status_code == 400
     assert message in answer.text
     assert 'value="kari"' in answer.text or changes.get("username")
+
+
+def test_both_password_fields_cut_a_pasted_password_alike(admin):
+    form = admin.get("/admin/users").text
+    for name in ("password", "confirm"):
+        field = re.search(rf'<input[^>]*name="{name}"[^>]*>', form)[0]
+        assert 'maxlength="256"' in field, name
 
 
 def test_roles_change_and_accounts_are_disabled_and_enabled(app, admin):
