@@ -178,6 +178,16 @@ def test_the_audit_log_filters(store_app, query, targets):
     assert ("No entries match these filters." in page.text) == (not targets)
 
 
+def test_who_finds_an_account_s_entries_in_any_letter_case(store_app):
+    admin = admin_client(store_app)
+    add_user(store_app, "anna")
+    seed(store_app, *ENTRIES)
+    for typed in ("ANNA", "Anna", " anna "):
+        page = admin.get("/admin/audit", query_string={"user": typed})
+        assert [target for _, _, target in listed(page)] == ["status=signed 50%_off", "kari", "flow-1"], typed
+    assert listed(admin.get("/admin/audit?user=ann")) == [], "a whole name, not a part of one"
+
+
 def test_the_action_filter_offers_the_actions_in_the_log(app):
     admin = admin_client(app)
     seed(app, *ENTRIES)

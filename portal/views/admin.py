@@ -18,6 +18,7 @@ from ..accounts import (
     all_accounts,
     change_role,
     create_account,
+    find_account,
     set_disabled,
     sign_out_everywhere,
 )
@@ -159,12 +160,18 @@ def _audit_filters(form: AuditFilterForm) -> AuditFilter:
     """The form's filters; its days are days in PORTAL_TIMEZONE, the last one whole."""
     since, until = form.since.data, form.until.data
     return AuditFilter(
-        username=form.user.data or None,
+        username=_kept_under(form.user.data) if form.user.data else None,
         action=form.action.data or None,
         target=form.target.data or None,
         since=day_start(since) if since else None,
         until=day_start(until + timedelta(days=1)) if until else None,
     )
+
+
+def _kept_under(typed: str) -> str:
+    """The name entries are kept under: the account's own when `typed` names one in another letter case ("VERA")."""
+    account = find_account(typed)
+    return account.username if account is not None else typed
 
 
 def _given(form: AuditFilterForm) -> dict[str, str]:
