@@ -147,15 +147,15 @@ def test_what_events_told_and_a_refresh_kept_are_read_together():
 @pytest.mark.parametrize(
     ("gap", "said"),
     [
-        (Gap(VERSION, 5, 3), "The service is at version 5; the last event received said version 3."),
+        (Gap(VERSION, 5, 3), "The service is at version 5; the portal last heard of version 3."),
         (
             Gap(TIME, heard=at(0).isoformat(), changed_at=at(22)),
             "The service changed the flow at 24 Nov 2026, 15:02:00 CET; "
             "the last event received is from 24 Nov 2026, 14:40:00 CET.",
         ),
         (Gap(STATUS, "Accepted"), "The service says Accepted; no event said so."),
-        (Gap(STATUS, "Accepted", "Opened"), "The service says Accepted; the last event received said Opened."),
-        (Gap(LIFECYCLE, "cancelled", "active"), "The service says cancelled; the last event received said active."),
+        (Gap(STATUS, "Accepted", "Opened"), "The service says Accepted; the portal last heard Opened."),
+        (Gap(LIFECYCLE, "cancelled", "active"), "The service says cancelled; the portal last heard active."),
         (Gap(SILENT, changed_at=at(0)), "No event was received for this flow, which the service last changed at"),
     ],
 )
@@ -277,7 +277,7 @@ def test_a_missed_change_is_flagged_on_the_page_listed_by_sync_and_cleared_by_a_
     gap_app.extensions["portal.clock"].past_the_grace()
     page = admin.get(f"/flows/{seen}").text
     assert gap_warning(page) == (
-        "The service is at version 2; the last event received said version 1. "
+        "The service is at version 2; the portal last heard of version 1. "
         "A webhook event may have been lost or refused."
     )
     assert "Refresh from the service" in page and 'data-testid="heard-compared"' in page
@@ -289,18 +289,21 @@ def test_a_missed_change_is_flagged_on_the_page_listed_by_sync_and_cleared_by_a_
     assert listed.status_code == 200
     for flow_id in (seen, synced):
         assert f'<tr data-flow-id="{flow_id}">' in listed.text
-    assert listed.text.count("The service is at version 2; the last event received said version 1.") == 2
+    assert listed.text.count("The service is at version 2; the portal last heard of version 1.") == 2
 
     refreshed = admin.post(f"/flows/{seen}/refresh")
     assert refreshed.status_code == 302 and refreshed.headers["Location"] == f"/flows/{seen}"
     after = admin.get(f"/flows/{seen}").text
     assert "refreshed from the Flow Service" in after and gap_warning(after) is None
+    compared = re.search(r'data-testid="heard-compared">(.*?)</p>', after, re.S)[1]
+    assert "The last event received said version 1 at" in compared, "the events' own word, not the refresh's"
+    assert "A refresh from the service took version 2 as known: no event told of it." in compared
     record = row(gap_app, seen)
     assert (record.heard_version, record.gap_at, record.gap_reason) == (2, None, None)
 
     sandbox.fault(mode="drop_webhooks", count=1)  # a later change without an event: flagged again
     assert sandbox.control(seen, "archive").status_code == 200
-    assert "version 3; the last event received said version 2." in gap_warning(admin.get(f"/flows/{seen}").text)
+    assert "version 3; the portal last heard of version 2." in gap_warning(admin.get(f"/flows/{seen}").text)
     assert "gaps: 2 (checked 2, found 0, cleared 0)" in sync(gap_app)
 
     from_the_list = admin.post(f"/flows/{synced}/refresh", data={"next": "/admin/gaps?before=x"})
@@ -338,8 +341,11 @@ def test_events_without_versions_are_compared_by_time(gap_app, admin, sandbox):
     written(gap_app)
     assert sandbox.control(flow["flowId"], "accept").status_code == 200
     gap_app.extensions["portal.clock"].past_the_grace()
-    warning = gap_warning(admin.get(f"/flows/{flow['flowId']}").text)
+    page = admin.get(f"/flows/{flow['flowId']}").text
+    warning = gap_warning(page)
     assert warning.startswith("The service changed the flow at ") and "the last event received is from" in warning
+    compared = re.search(r'data-testid="heard-compared">(.*?)</p>', page, re.S)[1]
+    assert "The events received carry no version; the last is from" in compared and "said version" not in compared
 
 
 def test_a_flow_without_a_webhook_address_is_never_flagged(gap_app, admin, sandbox):

@@ -41,16 +41,18 @@ class Comparison:
     """A flow's retrieve response beside what its events told, and the gap between them if any."""
 
     service: ServiceSays
-    heard: Heard
+    heard: Heard  # what the portal knows: the events, and what a refresh from the service took as known
     gap: Gap | None
+    events_said: Heard  # what the events alone said: after a refresh, `heard` may have moved past them
 
 
 def compare(flow: FlowDetail, record: FlowRecord | None, events: Iterable[WebhookEvent], now: datetime) -> Comparison:
     """What the service says of `flow` against its index row and its events."""
-    heard = heard_from((_event_heard(flow.flow_id, event) for event in events), _kept_heard(record))
+    told = [_event_heard(flow.flow_id, event) for event in events]
+    heard = heard_from(told, _kept_heard(record))
     service, settings = service_says(flow, record), _settings()
     gap = find_gap(service, heard, portal_webhook_url=settings.webhook_url, now=now, grace=settings.gap_grace_seconds)
-    return Comparison(service, heard, gap)
+    return Comparison(service, heard, gap, heard_from(told, Heard()))
 
 
 def service_says(flow: FlowDetail, record: FlowRecord | None) -> ServiceSays:

@@ -189,7 +189,7 @@ def describe_gap(gap: Gap | str | None) -> str:
         return _("No event was received for this flow, which the service last changed at %(changed)s.", changed=changed)
     if gap.kind == VERSION:
         return _(
-            "The service is at version %(service)s; the last event received said version %(heard)s.",
+            "The service is at version %(service)s; the portal last heard of version %(heard)s.",
             service=gap.service,
             heard=gap.heard,
         )
@@ -202,7 +202,7 @@ def describe_gap(gap: Gap | str | None) -> str:
         )
     if gap.heard:
         return _(
-            "The service says %(service)s; the last event received said %(heard)s.",
+            "The service says %(service)s; the portal last heard %(heard)s.",
             service=status_label(str(gap.service)),
             heard=status_label(str(gap.heard)),
         )
