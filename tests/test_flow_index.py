@@ -115,6 +115,18 @@ def test_an_old_event_without_a_version_loses_to_a_newer_time(index_app):
     assert seen(index_app, "f-2").consent_status == "Accepted"
 
 
+def test_an_event_dated_after_it_arrived_counts_as_of_its_arrival(index_app):
+    future = from_event(
+        "f-9", "flow.status_changed", "Rejected", datetime(2099, 1, 1, tzinfo=timezone.utc), None, {}, at(5)
+    )
+    assert future.state_at == at(5)
+    observe(index_app, Observation("f-9", LIST, at(1), at(1), consent_status="Opened"))
+    observe(index_app, future)
+    assert seen(index_app, "f-9").consent_status == "Rejected", "it came after what the list said"
+    observe(index_app, Observation("f-9", LIST, at(10), at(10), consent_status="Accepted"))
+    assert seen(index_app, "f-9").consent_status == "Accepted", "what the service said later is not outweighed"
+
+
 def test_a_newer_version_wins_and_says_where_it_came_from(index_app):
     observe(index_app, Observation("f-3", DETAIL, at(1), at(1), version=2, lifecycle="active"))
     observe(

@@ -146,7 +146,9 @@ def from_event(
         flow_id=flow_id,
         source=WEBHOOK,
         seen_at=received_at,
-        state_at=occurred_at or received_at,
+        # No event happened after it arrived: a sender's clock running ahead (or a time in 2099) would otherwise
+        # make its word outweigh everything the service says later, and hide every gap after it.
+        state_at=min(occurred_at, received_at) if occurred_at else received_at,
         version=_integer(field("version")),
         reference_id=_short(reference_id),
         consent_status=_short(status) if event_type != "flow.incident" else None,
