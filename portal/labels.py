@@ -70,6 +70,15 @@ ACCESS_KIND_LABELS = {
     "subject_lookup": _l("Looked up who viewed the data"),
 }
 
+# The kinds of a person's records a subject request exports or erases (PORTAL_LEGAL_HOLD names them by code).
+RECORD_KIND_LABELS = {
+    "flows": _l("flows in the index"),
+    "events": _l("webhook events"),
+    "create_submissions": _l("create submissions"),
+    "audit": _l("audit entries"),
+    "access_log": _l("access log entries"),
+}
+
 
 # The built-in reasons to reveal a national id (PORTAL_REVEAL_PURPOSES' default): the audit log keeps the
 # English value, the form shows it in the reader's language. Purposes an administrator configures show as written.
@@ -111,3 +120,7 @@ def audit_action_label(action: str | None) -> str:
 
 def access_kind_label(kind: str | None) -> str:
     return _label(ACCESS_KIND_LABELS, kind)
+
+
+def record_kind_label(kind: str | None) -> str:
+    return _label(RECORD_KIND_LABELS, kind)

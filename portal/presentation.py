@@ -17,7 +17,15 @@ from .flowapi import FLOW_ID
 from .flowlinks import return_address, url_form
 from .i18n import Words, request_words, translated
 from .i18n import gettext as _
-from .labels import access_kind_label, action_label, audit_action_label, purpose_label, role_label, status_label
+from .labels import (
+    access_kind_label,
+    action_label,
+    audit_action_label,
+    purpose_label,
+    record_kind_label,
+    role_label,
+    status_label,
+)
 from .masking import mask_document, mask_flow_id, mask_national_id, mask_text
 
 STATUS_TONES = {
@@ -239,6 +247,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(action_label, "action_label")
     app.add_template_filter(audit_action_label, "audit_action_label")
     app.add_template_filter(access_kind_label, "access_kind_label")
+    app.add_template_filter(record_kind_label, "record_kind_label")
     app.add_template_filter(role_label, "role_label")
     app.add_template_filter(purpose_label, "purpose_label")
     app.add_template_global(seconds_needed, "seconds_needed")

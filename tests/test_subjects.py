@@ -1,5 +1,6 @@
 """Subject requests: one person's stored records exported as one document, or erased, nobody else's touched."""
 
+import html
 import json
 import uuid
 
@@ -101,6 +102,10 @@ def test_the_admin_page_exports_and_erases_with_a_confirmation(app, signed_in, t
     assert unconfirmed.status_code == 400 and "Tick the box" in unconfirmed.text
     erased = admin.post("/admin/subjects", data={"national_id": PERSON, "erase": "Erase", "confirm": "y"})
     assert erased.status_code == 302
+    said = html.unescape(admin.get(erased.headers["Location"]).text)
+    assert "Erased: flows in the index 1, webhook events 3, create submissions 1, access log entries 2." in said
+    assert "Kept under the legal hold (PORTAL_LEGAL_HOLD): audit entries 1. They no longer lead to the person" in said
+    assert "audit 0" not in said, "no count that reads as 'there were none'"
     assert json.loads(run(app, "export", PERSON).output)["counts"]["flows"] == 0
     assert json.loads(run(app, "export", OTHER).output)["counts"]["flows"] == 1
     assert signed_in("operator").get("/admin/subjects").status_code == 403

@@ -38,6 +38,7 @@ from ..forms import (
     SubjectRequestForm,
     UserChangeForm,
 )
+from ..labels import record_kind_label
 from ..masking import mask_flow_id, mask_national_id
 from ..models import RejectedDelivery, utc_now
 from ..notify import notifier, review
@@ -277,14 +278,27 @@ def subjects():
         form.national_id.errors = [_("This is not a valid Norwegian, Swedish or Finnish national id.")]
         return render_template("admin/subjects.html", form=form, held=held), 400
     if form.erase.data:
+        kept = {kind: count for kind, count in found.counts().items() if kind in held and count}
         removed = erase(found, held, current_user.username)
-        flash(
-            _("Erased: %(counts)s.", counts=", ".join(f"{kind} {count}" for kind, count in removed.items())), "success"
-        )
+        erased = {kind: count for kind, count in removed.items() if kind not in held}
+        flash(_("Erased: %(counts)s.", counts=_in_words(erased)), "success")
+        if kept:
+            flash(
+                _(
+                    "Kept under the legal hold (PORTAL_LEGAL_HOLD): %(counts)s. They no longer lead to the person: "
+                    "a later access request will not find them.",
+                    counts=_in_words(kept),
+                ),
+                "info",
+            )
         return redirect(url_for("admin.subjects"))
     record_audit(current_user.username, "subject_export", f"subject {found.subject_key[:12]}")
     document = json.dumps(export_document(found), ensure_ascii=False, indent=2)
     return download_response(f"subject-{found.subject_key[:12]}.json", [document], "application/json")
+
+
+def _in_words(counts: dict[str, int]) -> str:
+    return ", ".join(f"{record_kind_label(kind)} {count}" for kind, count in counts.items())
 
 
 @bp.get("/rejected")
