@@ -21,6 +21,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from flask import request, url_for
 from werkzeug.routing import BaseConverter, ValidationError
 
 from . import current
@@ -105,6 +106,17 @@ def return_address(path: str) -> str:
     if not hidden_in_urls(unquote_plus(path)):  # %20 or + before the digits would hide them from the mask
         return path
     return _sealed(path, current.settings().secret_key)
+
+
+def back_to_this_page() -> str:
+    """Where a form on every page (the language switch) sends the person back: this page; after a form was answered,
+    the page that form is on (an answer to a POST cannot be loaded again), else the flow list."""
+    if request.method == "GET":
+        return return_address(request.full_path)
+    rule = request.url_rule
+    if rule is not None and rule.methods is not None and "GET" in rule.methods:
+        return return_address(request.path)
+    return url_for("flows.index")
 
 
 @lru_cache(maxsize=4)

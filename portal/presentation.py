@@ -14,7 +14,7 @@ from flask_babel import lazy_gettext as _l
 
 from . import current
 from .flowapi import FLOW_ID
-from .flowlinks import return_address, url_form
+from .flowlinks import back_to_this_page, return_address, url_form
 from .i18n import Words, request_words, translated
 from .i18n import gettext as _
 from .labels import (
@@ -251,6 +251,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(role_label, "role_label")
     app.add_template_filter(purpose_label, "purpose_label")
     app.add_template_global(seconds_needed, "seconds_needed")
+    app.add_template_global(back_to_this_page, "back_to_this_page")
     app.add_template_filter(local_date, "localdate")
     app.add_template_filter(format_number, "number")  # 10 000 / 10,000: as the reader's language writes it
     app.add_template_global(cached_fragment, "cached_fragment")

@@ -68,6 +68,14 @@ def test_validation_messages_are_translated(signed_in, sandbox):
     assert "Dette feltet er påkrevd" in answer.text, "WTForms' own messages follow the language too"
 
 
+def test_the_language_switch_on_an_answered_form_stays_on_the_form_s_page(signed_in):
+    admin = signed_in("admin")
+    answered = admin.post("/admin/access", data={"national_id": "12345"})
+    assert answered.status_code == 400
+    assert 'name="next" value="/admin/access"' in answered.text, "the page the form is on, not the flow list"
+    assert 'name="next" value="/admin/access?x=1"' in admin.get("/admin/access?x=1").text, "a page read is itself"
+
+
 def test_the_language_switch_works_before_sign_in(client, make_user):
     client.post("/language", data={"language": "nb", "next": "/login"})
     assert ">Logg inn</h1>" in client.get("/login").text
