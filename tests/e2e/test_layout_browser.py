@@ -9,7 +9,7 @@ import pytest
 import requests
 from browser_support import STAFF_PAGES, sign_in
 from playwright.sync_api import expect
-from support import deliver_signed
+from support import add_user, deliver_signed
 
 from portal.audit import record_audit
 from portal.extensions import db
@@ -177,6 +177,23 @@ def test_a_long_last_name_wraps_on_a_phone(page, stack):
     page.set_viewport_size(PHONE)
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     assert page.get_by_test_id("last-name").bounding_box()["width"] <= PHONE["width"]
+
+
+def test_long_usernames_keep_every_row_s_controls_on_a_phone(page, stack):
+    """An 80-character name (the most the form takes) or an e-mail address wraps: every role select and button of
+    the accounts list stays on a phone's screen."""
+    for name in ("firstname.lastname@lender.example", "x" * 80):
+        add_user(stack.portal_app, name, "viewer")
+    sign_in(page, stack, "admin")
+    page.set_viewport_size(PHONE)
+    page.goto(f"{stack.url}/admin/users")
+    outside = page.evaluate(
+        """() => [...document.querySelectorAll('.users-table select, .users-table button')]
+          .filter((control) => control.getBoundingClientRect().right > window.innerWidth)
+          .map((control) => control.closest('tr').dataset.username.slice(0, 12) + ': ' + control.textContent.trim())"""
+    )
+    assert outside == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 
 
 def focus_ring(locator) -> str:
