@@ -281,6 +281,15 @@ def test_the_types_offered_are_bounded(status_app):
         assert event_types() == [f"t.{n:03d}" for n in range(MOST_EVENT_TYPES)]
 
 
+def test_every_type_offered_can_be_chosen(status_app, staff):
+    event_id = post_event(status_app, flow_id="flow-odd-type", event_type="flow.weird<i> type")
+    page = staff.get("/events", query_string={"type": "flow.weird<i> type"})
+    assert page.status_code == 200 and event_id in page.text and "was not valid" not in page.text
+    assert '<option value="flow.weird&lt;i&gt; type" selected>' in page.text
+    refused = staff.get("/events", query_string={"type": "flow\x01"}, follow_redirects=True)
+    assert "A filter value was not valid and was left out." in refused.text
+
+
 def test_a_type_no_event_has_yet_stays_chosen_in_the_filter(status_app, staff):
     post_event(status_app, flow_id="flow-typed", reference_id="LA-20041")
     page = staff.get("/events?type=flow.renamed").text

@@ -29,6 +29,7 @@ bp = Blueprint("events", __name__, url_prefix="/events")
 
 PAGE_SIZE = 50
 FILTER_VALUE = re.compile(r"[A-Za-z0-9._:-]{1,100}")
+MAX_TYPE = 100  # webhook_events.event_type
 
 
 def _filters(args) -> tuple[dict, bool]:
@@ -39,7 +40,7 @@ def _filters(args) -> tuple[dict, bool]:
         "unlinked": args.get("unlinked", "").strip(),
         "before": args.get("before", "").strip(),
     }
-    clean = {name: value for name, value in raw.items() if value and FILTER_VALUE.fullmatch(value)}
+    clean = {name: value for name, value in raw.items() if value and _well_formed(name, value)}
     if hidden_in_urls(clean.get("type", "")):  # no event type reads as a national id: one typed by mistake
         del clean["type"]
     if "before" in clean and before_argument(clean["before"]) is None:
@@ -50,6 +51,13 @@ def _filters(args) -> tuple[dict, bool]:
     if clean.get("unlinked", "1") != "1":
         del clean["unlinked"]
     return clean, len(clean) != len([value for value in raw.values() if value])
+
+
+def _well_formed(name: str, value: str) -> bool:
+    """A type as the store keeps it (any printable text: the list offers every type received); the others plain."""
+    if name == "type":
+        return len(value) <= MAX_TYPE and value.isprintable()
+    return bool(FILTER_VALUE.fullmatch(value))
 
 
 def _flow_filter(text: str) -> str:
