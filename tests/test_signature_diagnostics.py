@@ -228,6 +228,7 @@ def test_a_key_taken_as_text_instead_of_decoded_bytes_is_a_wrong_scheme(standard
     [
         ("no-headers", "missing_header", "no webhook-id, webhook-timestamp, webhook-signature header"),
         ("garbage-signature", "malformed_signature", "no v1,<base64> entry"),
+        ("short-signature", "malformed_signature", "no HMAC-SHA256 (32 bytes, base64)"),
         ("milliseconds", "malformed_timestamp", "looks like milliseconds"),
         ("text-plain", "content_type", "the signature is right but the body is not sent as application/json"),
     ],
@@ -240,6 +241,8 @@ def test_the_other_reasons_have_words_to_act_on(standard_app, pinned_now, change
         headers = {"content-type": "application/json"}
     elif change == "garbage-signature":
         headers["webhook-signature"] = "nonsense"
+    elif change == "short-signature":
+        headers["webhook-signature"] = "v1,AAAA"  # base64, but 3 bytes: garbled, not another secret's
     elif change == "milliseconds":
         headers["webhook-timestamp"] = str(pinned_now * 1000)
     else:

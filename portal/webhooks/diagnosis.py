@@ -23,6 +23,7 @@ TOLERANCE_SECONDS = 5 * 60
 MAX_VARIANTS = 12  # altered bodies tried per delivery: each costs one HMAC per configured secret
 MAX_VARIANT_BYTES = 64 * 1024  # events are small; a large body is not re-serialised a dozen times
 MAX_HEADERS_LOOKED_AT = 40
+SHA256_BYTES = 32  # an HMAC-SHA256, as every v1 signature is
 BOM = b"\xef\xbb\xbf"
 _HEX_SHA256 = re.compile(r"(?:sha256=)?([0-9a-fA-F]{64})")
 _INTEGER = re.compile(r"-?\d+")
@@ -138,6 +139,12 @@ def _diagnose_standard(delivery: Delivery, kind: str) -> Diagnosis:
             "malformed_signature",
             "webhook-signature holds no v1,<base64> entry: the sender's Standard Webhooks library is misconfigured",
         )
+    if all(len(signature) != SHA256_BYTES for signature in given) and not _hex_entries(delivery):
+        return Diagnosis(
+            "malformed_signature",
+            "webhook-signature's v1 entries are no HMAC-SHA256 (32 bytes, base64): the header was cut or garbled on "
+            "the way, or the sender signs with another hash; not a question of the secret",
+        )
     signed_content = f"{delivery.header('webhook-id')}.{timestamp}.".encode()
     matches = _standard_matcher(signed_content, given)
     if kind == "stale_timestamp" or abs(delivery.now - timestamp) > TOLERANCE_SECONDS:
@@ -206,14 +213,15 @@ def _standard_matcher(signed_prefix: bytes, given: list[bytes]) -> Matcher:
     return matches
 
 
+def _hex_entries(delivery: Delivery) -> set[str]:
+    """The webhook-signature entries that are an HMAC-SHA256 in hex, in lower case."""
+    entries = delivery.header("webhook-signature").split()[:MAX_HEADERS_LOOKED_AT]
+    return {value.lower() for entry in entries for value in [entry.partition(",")[2]] if _HEX_SHA256.fullmatch(value)}
+
+
 def _hex_entry_matches(delivery: Delivery) -> bool:
     """Whether a v1 entry is the hex HMAC of the body (or of the signed content) under a configured secret."""
-    hex_entries = {
-        value.lower()
-        for entry in delivery.header("webhook-signature").split()[:MAX_HEADERS_LOOKED_AT]
-        for value in [entry.partition(",")[2]]
-        if _HEX_SHA256.fullmatch(value)
-    }
+    hex_entries = _hex_entries(delivery)
     if not hex_entries:
         return False
     prefix = f"{delivery.header('webhook-id')}.{_unix_seconds(delivery.header('webhook-timestamp'))}.".encode()
