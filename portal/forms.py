@@ -1,5 +1,6 @@
 """The portal's forms; Flask-WTF adds the CSRF token to each."""
 
+import ipaddress
 from datetime import date
 from urllib.parse import urlsplit
 
@@ -346,6 +347,17 @@ class RejectedFilterForm(FlaskForm):
         titles = kind_titles or {}
         self.kind.choices = [ANY, *((kind, f"{titles[kind]} ({kind})" if kind in titles else kind) for kind in kinds)]
         self.diagnosis.choices = [ANY, *((code, f"{title} ({code})") for code, title in (diagnoses or {}).items())]
+
+    def validate_source(self, field) -> None:
+        """An address or a network, as refusals are counted by (or "unknown", as an address not told is kept)."""
+        if not field.data or field.data == "unknown":
+            return
+        try:
+            ipaddress.ip_network(field.data.strip(), strict=False)
+        except ValueError:
+            raise ValidationError(
+                _("Type an IPv4 or IPv6 address, or a network such as 203.0.113.0/24 or 2001:db8::/48.")
+            ) from None
 
 
 class SubjectLookupForm(FlaskForm):

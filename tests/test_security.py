@@ -528,6 +528,10 @@ def test_a_flood_from_many_addresses_of_one_network_is_limited_as_one(hook_app):
     assert "<td>192.0.2.10</td>" in found.text, "the sample from that address is shown"
     assert "192.0.2.0/24" in found.text and "203.0.113." not in found.text, "that network's counts and samples only"
     assert admin.get("/admin/rejected?kind=nonsense").status_code == 400
+    for typed in ("999.1.1.1", "127.0.0.1/33", "not an address"):
+        answer = admin.get("/admin/rejected", query_string={"source": typed})
+        assert answer.status_code == 400 and "Type an IPv4 or IPv6 address" in answer.text, typed
+    assert admin.get("/admin/rejected?source=2001:db8::/48").status_code == 200
 
 
 def signed_in_admin(app):
