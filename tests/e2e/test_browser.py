@@ -58,9 +58,10 @@ def token(stack):
 
 def test_archived_tab_shows_only_archived_flows(page, stack, shot):
     sign_in(page, stack, "viewer")
-    page.get_by_role("link", name="Archived").click()
+    with page.expect_navigation():  # to "load": the deferred portal.js has wired the select's auto-submit
+        page.get_by_role("link", name="Archived").click()
     # The page-size select exists on both pages: choose it only on the archived one, or the choice can be
-    # made on the page being left and be lost with it.
+    # made on the page being left and be lost with it (or before its script listens: a failure seen under load).
     expect(page.locator('a.nav-link[aria-current="page"]')).to_have_text("Archived")
     page.get_by_label("Per page").select_option("100")
     page.wait_for_url(re.compile(r"limit=100"))
