@@ -21,7 +21,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from flask import request, url_for
+from flask import current_app, request, url_for
+from werkzeug.exceptions import HTTPException
 from werkzeug.routing import BaseConverter, ValidationError
 
 from . import current
@@ -113,10 +114,11 @@ def back_to_this_page() -> str:
     the page that form is on (an answer to a POST cannot be loaded again), else the flow list."""
     if request.method == "GET":
         return return_address(request.full_path)
-    rule = request.url_rule
-    if rule is not None and rule.methods is not None and "GET" in rule.methods:
-        return return_address(request.path)
-    return url_for("flows.index")
+    try:  # the same address read (a form may post to a route of its own, as /admin/users does)
+        current_app.url_map.bind_to_environ(request.environ).match(request.path, method="GET")
+    except HTTPException:  # no page to read there (404, 405) or one that redirects elsewhere
+        return url_for("flows.index")
+    return return_address(request.path)
 
 
 @lru_cache(maxsize=4)

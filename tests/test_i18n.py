@@ -74,6 +74,8 @@ def test_the_language_switch_on_an_answered_form_stays_on_the_form_s_page(signed
     assert answered.status_code == 400
     assert 'name="next" value="/admin/access"' in answered.text, "the page the form is on, not the flow list"
     assert 'name="next" value="/admin/access?x=1"' in admin.get("/admin/access?x=1").text, "a page read is itself"
+    refused = admin.post("/admin/users", data={"username": "kari", "password": "short", "confirm": "short"})
+    assert refused.status_code == 400 and 'name="next" value="/admin/users"' in refused.text, "a POST-only route's page"
 
 
 def test_the_language_switch_works_before_sign_in(client, make_user):
