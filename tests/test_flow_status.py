@@ -290,6 +290,15 @@ def test_every_type_offered_can_be_chosen(status_app, staff):
     assert "A filter value was not valid and was left out." in refused.text
 
 
+def test_no_type_that_cannot_be_chosen_or_holds_a_national_id_is_offered(status_app, staff):
+    for kind in ("flow.131052-308T", "flow.\u202egnirts", "flow.zero\u200bwidth", "flow.plain"):
+        post_event(status_app, flow_id="flow-types", event_type=kind)
+    page = staff.get("/events").text
+    select = re.search(r'<select id="type".*?</select>', page, re.DOTALL)[0]
+    assert re.findall(r'<option value="([^"]+)"', select) == ["flow.plain"]
+    assert "131052-308T" not in page, "the list masks the type; the filter does not show it whole either"
+
+
 def test_a_type_no_event_has_yet_stays_chosen_in_the_filter(status_app, staff):
     post_event(status_app, flow_id="flow-typed", reference_id="LA-20041")
     page = staff.get("/events?type=flow.renamed").text

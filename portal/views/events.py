@@ -114,9 +114,10 @@ def index():
 
 
 def _types_offered(chosen: str | None) -> list[str]:
-    """The types received so far, and the chosen one if none has come yet (a bookmark may name a type before its first
-    event): the filter must show what the list is filtered by."""
-    types = event_types()
+    """The types received so far that can be chosen, and the chosen one if none has come yet (a bookmark may name a
+    type before its first event): the filter must show what the list is filtered by. A type that reads as a national
+    id (never shown whole, nor put in an address) or holds an invisible character is not offered."""
+    types = [kind for kind in event_types() if _well_formed("type", kind) and not hidden_in_urls(kind)]
     return sorted([*types, chosen]) if chosen and chosen not in types else types
 
 
