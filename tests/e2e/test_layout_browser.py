@@ -187,6 +187,9 @@ def test_long_usernames_keep_every_row_s_controls_on_a_phone(page, stack):
     sign_in(page, stack, "admin")
     page.set_viewport_size(PHONE)
     page.goto(f"{stack.url}/admin/users")
+    with page.expect_navigation():  # a message naming the long name, as a role change says
+        page.locator(f"tr[data-username='{'x' * 80}'] [type=submit][value='Save role']").click()
+    expect(page.locator(".alert-success")).to_contain_text("x" * 80)
     outside = page.evaluate(
         """() => [...document.querySelectorAll('.users-table select, .users-table button')]
           .filter((control) => control.getBoundingClientRect().right > window.innerWidth)
