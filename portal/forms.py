@@ -369,11 +369,11 @@ class SubjectLookupForm(FlaskForm):
 
 
 class OlderAccessesForm(FlaskForm):
-    """The next page of a person's access log: the subject key the look-up found (no national id) and where the page
-    shown ends. The page writes both; a person never types them."""
+    """Another page of a person's access log: the subject key the look-up found (no national id) and where the page
+    shown ends (empty: the newest entries again). The page writes both; a person never types them."""
 
     subject = HiddenField(validators=[DataRequired(), Regexp(r"[0-9a-f]{64}\Z")])
-    before = HiddenField(validators=[DataRequired(), Regexp(r"[0-9]{1,10}\Z")])
+    before = HiddenField(validators=[Optional(), Regexp(r"[0-9]{1,10}\Z")])
 
 
 class SubjectRequestForm(SubjectLookupForm):

@@ -116,10 +116,17 @@ def test_a_long_log_is_read_page_by_page_and_says_how_long_it_is(app, signed_in,
         and "These are older entries" in second
     )
     assert 'data-testid="older-accesses"' not in second, "the last page"
+    assert 'data-testid="newest-accesses"' not in first, "already the newest"
+    back = re.search(r'data-testid="newest-accesses">(.*?)</form>', second, re.S)
+    back_fields = dict(re.findall(r'name="(subject|before)" type="hidden" value="([^"]*)"', back[1]))
+    assert back_fields == {"subject": key, "before": ""}
+    again = admin.post("/admin/access", data=back_fields).text
+    assert f"These are the newest {ACCESS_ROWS}." in again and ">export 0<" not in again
     assert len(re.findall(r"<tr><td>", first)) == ACCESS_ROWS and len(re.findall(r"<tr><td>", second)) == 6
     with app.app_context():
         lookups = [entry.target for entry in db.session.query(AuditEntry).filter_by(action="access_log_lookup")]
     assert lookups[0] == "national id 151086•••••" and lookups[1].startswith("national id 151086••••• (entries before")
+    assert lookups[2] == "national id 151086•••••", "back to the newest: a look-up like the first"
 
 
 @pytest.mark.parametrize("fields", [{"subject": "not-a-key", "before": "5"}, {"subject": "a" * 64, "before": "x"}])

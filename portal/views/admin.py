@@ -239,14 +239,15 @@ def access():
 
 
 def _older_accesses(form: OlderAccessesForm):
-    """A later page of the person the page before looked up, by the subject key it carried."""
+    """Another page of the person the page before looked up, by the subject key it carried."""
     before = before_argument(form.before.data)
-    if not form.validate_on_submit() or before is None:
+    if not form.validate_on_submit() or (form.before.data and before is None):
         flash(_("Those entries cannot be shown: look the person up again."), "warning")
         return redirect(url_for("admin.access"))
     subject_key = form.subject.data
     masked = masked_id_of(subject_key)
-    record_audit(current_user.username, "access_log_lookup", f"national id {masked or '?'} (entries before {before})")
+    page = f" (entries before {before})" if before else ""
+    record_audit(current_user.username, "access_log_lookup", f"national id {masked or '?'}{page}")
     return _accesses_page(subject_key, masked, before)
 
 
@@ -254,6 +255,7 @@ def _accesses_page(subject_key: str, masked: str | None, before: int | None):
     page, total = accesses_of(subject_key, before, ACCESS_ROWS), count_accesses(subject_key)  # without this look-up
     record_access(subject_key, LOOKUP, "access log look-up")
     older = OlderAccessesForm(formdata=None, subject=subject_key, before=page.next_before) if page.next_before else None
+    newest = OlderAccessesForm(formdata=None, subject=subject_key, before="") if before else None
     return render_template(
         "admin/access.html",
         form=SubjectLookupForm(formdata=None),
@@ -262,6 +264,7 @@ def _accesses_page(subject_key: str, masked: str | None, before: int | None):
         total=total,
         earlier_page=before is not None,
         older=older,
+        newest=newest,
     )
 
 
