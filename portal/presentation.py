@@ -1,6 +1,7 @@
 """How values look to a person: masked national ids, local times, status badges."""
 
 import json
+import re
 from datetime import date, datetime, timedelta, timezone
 from functools import cache, lru_cache
 from urllib.parse import quote
@@ -200,12 +201,24 @@ def status_hint(reading, now: datetime, words: Words | None = None) -> str:
 
 
 def shown(value) -> str:
-    """A value as text for a page: "—" for a missing one, national ids in it masked."""
+    """A value as text for a page: "—" for a missing one, national ids in it masked, unseen characters named."""
     if value is None or value == "":
         return "—"
     if isinstance(value, bool):
         return _("Yes") if value else _("No")
-    return mask_text(str(value))
+    return with_unseen_named(mask_text(str(value)))
+
+
+# Characters a reader cannot see that change what the text around them seems to say: control characters, the
+# zero-width space and word joiners (two types that look alike), and the bidirectional marks, embeddings,
+# overrides and isolates (U+202E shows "flow.detpecca" as "flow.accepted"). Joiners that letters and emoji need
+# (U+200C, U+200D) are left alone.
+_UNSEEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
+
+
+def with_unseen_named(text: str) -> str:
+    """`text` with each unseen character written as its code point, e.g. `[U+202E]`."""
+    return _UNSEEN.sub(lambda unseen: f"[U+{ord(unseen[0]):04X}]", text)
 
 
 FRAGMENTS_KEPT = 256

@@ -299,6 +299,16 @@ def test_no_type_that_cannot_be_chosen_or_holds_a_national_id_is_offered(status_
     assert "131052-308T" not in page, "the list masks the type; the filter does not show it whole either"
 
 
+def test_characters_that_cannot_be_seen_are_named_where_a_type_is_shown(status_app, staff):
+    post_event(status_app, flow_id="flow-unseen", event_type="flow.\u202edetpecca")
+    post_event(status_app, flow_id="flow-unseen", event_type="flow.zero\u200bwidth")
+    page = staff.get("/events").text
+    assert "\u202e" not in page and "\u200b" not in page
+    assert "detpecca" in page and "[U+202E]" in page and "[U+200B]" in page
+    timeline = staff.get("/flows/flow-unseen").text
+    assert "\u202e" not in timeline and "[U+202E]" in timeline
+
+
 def test_a_type_no_event_has_yet_stays_chosen_in_the_filter(status_app, staff):
     post_event(status_app, flow_id="flow-typed", reference_id="LA-20041")
     page = staff.get("/events?type=flow.renamed").text
