@@ -4,16 +4,19 @@ button, flow ids copy whole, keyboard choices in the page-size and language sele
 import re
 import time
 import uuid
+from datetime import datetime, timezone
 
 import pytest
 import requests
 from browser_support import STAFF_PAGES, sign_in
 from playwright.sync_api import expect
+from sqlalchemy import select
 from support import add_user, deliver_signed
 
 from portal.audit import record_audit
 from portal.extensions import db
-from portal.models import Notification, NotificationAttempt
+from portal.flowindex.gaps import SILENT, Gap
+from portal.models import FlowRecord, Notification, NotificationAttempt
 
 THREE_DAYS = 3 * 24 * 3600
 PHONE = {"width": 390, "height": 844}
@@ -197,6 +200,31 @@ def test_long_usernames_keep_every_row_s_controls_on_a_phone(page, stack):
     )
     assert outside == []
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_a_gap_s_refresh_button_stays_on_a_phone_in_every_language(page, stack, shot):
+    """The gaps list keeps its Refresh button whole on a phone, in the language with the longest words too."""
+    sign_in(page, stack, "admin")
+    app = stack.portal_app
+    with app.app_context():
+        record = db.session.scalars(select(FlowRecord).order_by(FlowRecord.id).limit(1)).one()
+        record.gap_at = datetime.now(timezone.utc)
+        record.gap_reason = Gap(SILENT, changed_at=record.gap_at).stored
+        db.session.commit()
+    page.set_viewport_size(PHONE)
+    outside = {}
+    for language in ("en", "nb", "sv", "fi"):
+        page.goto(f"{stack.url}/admin/gaps")
+        if language != "en":
+            with page.expect_navigation():
+                page.get_by_label(re.compile("Language|Språk|Kieli")).select_option(language)
+        shot(f"layout-gaps-{language}-phone")
+        button = page.locator("[data-testid=gap-flows] form button").first
+        box = button.bounding_box()
+        if box["x"] < 0 or box["x"] + box["width"] > PHONE["width"] or not button.is_visible():
+            outside[language] = box
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], language
+    assert outside == {}
 
 
 def focus_ring(locator) -> str:
