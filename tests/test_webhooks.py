@@ -154,7 +154,7 @@ FIXED_REASONS = {
         ("no-timestamp", 401, "missing header webhook-timestamp", "missing_header"),
         ("no-id-nor-timestamp", 401, "missing header webhook-id, webhook-timestamp", "missing_header"),
         ("garbage-signature", 401, "no well-formed entry", "malformed_signature"),
-        ("bad-base64", 401, "no secret matches", "signature"),
+        ("bad-base64", 401, "no v1 entry of 32 bytes", "malformed_signature"),
         ("content-type", 415, "content type", "content_type"),
         ("malformed-json", 400, "not valid UTF-8 JSON", "malformed"),
         ("json-array", 400, "not a JSON object", "not_object"),

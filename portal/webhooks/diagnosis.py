@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 
 from flask_babel import lazy_gettext as _l
 
-from .schemes import HeaderSource
+from .schemes import SHA256_BYTES, HeaderSource
 
 TOLERANCE_SECONDS = 5 * 60
 MAX_VARIANTS = 12  # altered bodies tried per delivery: each costs one HMAC per configured secret
 MAX_VARIANT_BYTES = 64 * 1024  # events are small; a large body is not re-serialised a dozen times
 MAX_HEADERS_LOOKED_AT = 40
-SHA256_BYTES = 32  # an HMAC-SHA256, as every v1 signature is
 BOM = b"\xef\xbb\xbf"
 _HEX_SHA256 = re.compile(r"(?:sha256=)?([0-9a-fA-F]{64})")
 _INTEGER = re.compile(r"-?\d+")

@@ -30,6 +30,7 @@ REJECTION_KINDS = (
 )
 _SIGNATURE_ENTRY = re.compile(r"v\d+,[A-Za-z0-9+/=_-]+")
 _HEX_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+SHA256_BYTES = 32  # an HMAC-SHA256, as every v1 signature is
 
 
 class HeaderSource(Protocol):
@@ -80,6 +81,8 @@ def verify_standard(body: bytes, headers: HeaderSource, secrets: tuple[str, ...]
     if not entries:
         raise DeliveryRejected("webhook-signature has no well-formed entry", "malformed_signature")
     wanted["webhook-signature"] = " ".join(entries)
+    if not any(_may_be_hmac_sha256(entry) for entry in entries):
+        raise DeliveryRejected("webhook-signature has no v1 entry of 32 bytes (an HMAC-SHA256)", "malformed_signature")
     reason, kind = "no secret matches the signature", "signature"
     for index, secret in enumerate(secrets):
         try:
@@ -109,6 +112,12 @@ def _well_formed(entry: str) -> bool:
     except binascii.Error:
         return False
     return True
+
+
+def _may_be_hmac_sha256(entry: str) -> bool:
+    """A well-formed entry that a secret could match: the library checks `v1` entries only, each an HMAC-SHA256."""
+    version, signature = entry.split(",", 1)
+    return version != "v1" or len(base64.b64decode(signature)) == SHA256_BYTES
 
 
 def verify_hmac_sha256(body: bytes, headers: HeaderSource, secrets: tuple[str, ...], header: str) -> Verified:
