@@ -39,7 +39,7 @@ from .models import ROLES, User
 from .notify.commands import notifications, scan_after_sync
 from .retention import RetentionLocked, apply_retention, under_lease
 from .rsakeys import MIN_KEY_BITS
-from .subjects import SubjectRecords, erase, export_document, find_subject
+from .subjects import SERVICE_KEEPS_FLOWS, SubjectRecords, erase, export_document, find_subject
 from .webhooks.signing import signed_headers
 from .webhooks.store import event_document, iter_events, prune_events
 
@@ -453,8 +453,11 @@ def erase_subject(national_id: str, yes: bool):
     )
     if not yes:
         click.confirm(f"Erase this person's records: {counts}?", abort=True)
-    for kind, count in erase(found, held, _actor()).items():
+    removed = erase(found, held, _actor())
+    for kind, count in removed.items():
         click.echo(f"{kind}: removed {count}" + (" (kept: legal hold)" if kind in held else ""))
+    if removed.get("flows") and "flows" not in held:
+        click.echo(f"note: {SERVICE_KEEPS_FLOWS}")
 
 
 def init_app(app: Flask) -> None:

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
+from flask_babel import lazy_gettext as _l
 from sqlalchemy import delete, or_, select
 
 from .access_log import subject_key_of, subject_key_of_event
@@ -22,6 +23,12 @@ from .models import AccessEntry, AuditEntry, CreateSubmission, FlowRecord, Webho
 from .settings import SUBJECT_RECORD_KINDS as KINDS  # the kinds a legal hold may name
 
 EVENT_SCAN_BATCH = 500
+# The portal's erasure ends at its own records: the flows stay in the Flow Service, and a list or sync that shows
+# them again puts them back in the index.
+SERVICE_KEEPS_FLOWS = _l(
+    "The Flow Service keeps its own records of this person's flows: the portal shows them, and indexes them again, "
+    "for as long as the service lists them. Erasing them there is a request to the service's operator."
+)
 
 
 @dataclass

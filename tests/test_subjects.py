@@ -60,6 +60,7 @@ def test_erasure_leaves_none_of_the_persons_records_and_keeps_the_held_kind(app,
     result = run(app, "erase", PERSON, "--yes")
     assert result.exit_code == 0, result.output
     assert "audit: removed 0 (kept: legal hold)" in result.output and "events: removed 3" in result.output
+    assert "note: The Flow Service keeps its own records of this person's flows" in result.output
     after = json.loads(run(app, "export", PERSON).output)
     assert after["counts"] == dict.fromkeys(after["counts"], 0), "nothing left that leads to the person"
     assert json.loads(run(app, "export", OTHER).output)["counts"] == json.loads(before.output)["counts"]
@@ -106,6 +107,7 @@ def test_the_admin_page_exports_and_erases_with_a_confirmation(app, signed_in, t
     assert "Erased: flows in the index 1, webhook events 3, create submissions 1, access log entries 2." in said
     assert "Kept under the legal hold (PORTAL_LEGAL_HOLD): audit entries 1. They no longer lead to the person" in said
     assert "audit 0" not in said, "no count that reads as 'there were none'"
+    assert "The Flow Service keeps its own records of this person's flows" in said, "the erasure ends at the portal"
     assert json.loads(run(app, "export", PERSON).output)["counts"]["flows"] == 0
     assert json.loads(run(app, "export", OTHER).output)["counts"]["flows"] == 1
     assert signed_in("operator").get("/admin/subjects").status_code == 403

@@ -45,7 +45,7 @@ from ..notify import notifier, review
 from ..notify.triggers import INCIDENT_NOTICES_PER_FLOW
 from ..paging import before_argument, newest_first
 from ..roles import role_required
-from ..subjects import erase, export_document, find_subject
+from ..subjects import SERVICE_KEEPS_FLOWS, erase, export_document, find_subject
 from ..throttle import network_named
 from ..webhooks.diagnosis import KIND_TITLES
 from ..webhooks.diagnosis import TITLES as DIAGNOSIS_TITLES
@@ -294,6 +294,8 @@ def subjects():
                 ),
                 "info",
             )
+        if erased.get("flows"):
+            flash(str(SERVICE_KEEPS_FLOWS), "warning")
         return redirect(url_for("admin.subjects"))
     record_audit(current_user.username, "subject_export", f"subject {found.subject_key[:12]}")
     document = json.dumps(export_document(found), ensure_ascii=False, indent=2)
