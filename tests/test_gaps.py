@@ -312,6 +312,22 @@ def test_a_missed_change_is_flagged_on_the_page_listed_by_sync_and_cleared_by_a_
     assert off_site.headers["Location"] == "/flows"
 
 
+def test_a_refresh_takes_the_consent_status_that_only_the_list_says(gap_app, admin, sandbox, serve):
+    """The retrieve response has no consent status: a refresh reads the flow's own list item beside a neighbour,
+    for the oldest, a middle and the newest flow of the list alike."""
+    hook = serve(gap_app) + "/webhooks/flow"
+    oldest, middle, newest = (created_and_heard(sandbox, gap_app, hook) for _ in range(3))
+    for flow_id in (middle, oldest, newest):
+        accepted_unheard(sandbox, flow_id)
+        before = re.search(r'data-testid="detail-status">(.*?)</div>', admin.get(f"/flows/{flow_id}").text, re.S)[1]
+        assert "Accepted" not in before, "the retrieve alone does not say it"
+        assert admin.post(f"/flows/{flow_id}/refresh").status_code == 302
+        page = admin.get(f"/flows/{flow_id}").text
+        status = re.search(r'data-testid="detail-status">(.*?)</div>', page, re.S)[1]
+        assert "Accepted" in status and "did not show this flow" not in page, flow_id
+        assert row(gap_app, flow_id).consent_status == "Accepted"
+
+
 def test_sync_clears_a_flag_once_the_event_arrived_after_all(gap_app, admin, sandbox, serve):
     hook = serve(gap_app) + "/webhooks/flow"
     flow_id = created_and_heard(sandbox, gap_app, hook)

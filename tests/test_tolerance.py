@@ -19,7 +19,11 @@ from altservice import (
     SECRET_REFUSAL,
     AltService,
 )
+from sqlalchemy import select
 from support import create_form, form_data
+
+from portal.extensions import db
+from portal.models import FlowRecord
 
 REDIRECTS = (301, 302, 303, 307, 308)
 MAX_HOPS = 3
@@ -292,6 +296,40 @@ def test_detail_reads_every_shape_of_the_retrieve_answer(staff, alt, detail):
     times = shown_times(page)
     assert created in times, f"created {created} not among {times}"
     assert flow.updated_at in times, f"updated {flow.updated_at} not among {times}"
+
+
+def consent_in_index(client, flow_id: str) -> str | None:
+    with client.application.app_context():
+        return db.session.scalar(select(FlowRecord.consent_status).where(FlowRecord.flow_id == flow_id))
+
+
+@pytest.mark.parametrize("which", ["newest", "middle", "oldest", "archived"])
+def test_a_refresh_reads_the_consent_status_from_the_flows_own_list_item(staff, alt, which):
+    """The retrieve answer has no consent status; a refresh reads it from the list, beside a neighbour, in a few
+    calls, also where a cursor outside its own list is refused (this service: 400)."""
+    current = [flow for flow in alt.flows if not flow.archived]
+    flow = {"newest": current[0], "middle": current[10], "oldest": current[-1]}.get(which)
+    flow = flow or next(flow for flow in alt.flows if flow.archived)
+    flow.status = "Accepted" if flow.status != "Accepted" else "Rejected"
+    lists = alt.counts["list"]
+    answer = staff.post(f"/flows/{flow.id}/refresh")
+    assert answer.status_code == 302
+    assert consent_in_index(staff, flow.id) == flow.status
+    assert "did not show this flow" not in get(staff, answer.headers["Location"]).text
+    assert alt.counts["list"] - lists <= 6, "never a walk through the list"
+
+
+@pytest.mark.parametrize("switch", [{"paging": "ignore_cursor"}, {"paging": "offset"}, {"list_status": 500}])
+def test_a_refresh_whose_list_cannot_show_the_flow_says_so(staff, alt, switch):
+    flow = alt.by_number(42)
+    alt.set(**switch)
+    lists = alt.counts["list"]
+    answer = staff.post(f"/flows/{flow.id}/refresh")
+    assert answer.status_code == 302
+    page = get(staff, answer.headers["Location"])
+    assert "refreshed from the Flow Service" in page.text
+    assert "did not show this flow: its consent status is what the portal last knew" in page.text
+    assert alt.counts["list"] - lists <= 6
 
 
 # -- creating a flow ---------------------------------------------------------------------------

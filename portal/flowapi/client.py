@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from ..settings import Settings
 from .errors import EndpointNotFound, NotFound
-from .records import CreatedFlow, FlowDetail, FlowPage
+from .records import CreatedFlow, FlowDetail, FlowPage, FlowSummary
 from .tokens import ClientCredentialsProvider, SelfSignedJwtProvider, TokenProvider
 from .transport import Transport
 
@@ -44,6 +44,21 @@ class FlowClient:
             params["ending_before"] = ending_before
         with _required_endpoint("flow list"):
             return FlowPage.from_json(self.transport.get("/api/flows", params))
+
+    def listed_item(self, flow_id: str, archived: bool) -> FlowSummary | None:
+        """The flow's own item in the list of current (or archived) flows: the list alone says a consent status.
+
+        The list has no filter by id, so the item is read beside a neighbour (DESIGN's cursors): the flow just
+        older than it, then the one page of one item right before that one, which is this flow. At most three
+        calls, whatever the service answers: never a walk through the list.
+        """
+        if older := self.list_flows(limit=1, archived=archived, starting_after=flow_id).first_id:
+            around = self.list_flows(limit=1, archived=archived, ending_before=older)
+        elif newer := self.list_flows(limit=1, archived=archived, ending_before=flow_id).first_id:
+            around = self.list_flows(limit=1, archived=archived, starting_after=newer)
+        else:  # the only flow of the list, if it is in it at all
+            around = self.list_flows(limit=1, archived=archived)
+        return next((item for item in around.items if item.id == flow_id), None)
 
     def create_flow(
         self, national_id: str, last_name: str, redirect_url: str, webhook_url: str | None = None

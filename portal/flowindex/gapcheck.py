@@ -12,12 +12,12 @@ from sqlalchemy import and_, exists, func, or_, select
 from .. import current
 from ..database import changed_rows
 from ..extensions import db
-from ..flowapi import FlowApiError, FlowClient, FlowDetail, NotFound
+from ..flowapi import FlowApiError, FlowClient, FlowDetail, FlowSummary, NotFound
 from ..models import FlowRecord, WebhookEvent
 from ..paging import KeysetPage, newest_first
 from ..webhooks.store import event_document
 from .gaps import FIRST_STATUS, EventHeard, Gap, Heard, ServiceSays, find_gap, heard_from
-from .observations import WEBHOOK, from_detail, from_event
+from .observations import WEBHOOK, from_detail, from_event, from_summary
 from .store import apply_observations, index_record
 
 log = logging.getLogger(__name__)
@@ -109,12 +109,14 @@ def note_gap(flow_id: str, gap: Gap | None, now: datetime) -> None:
     db.session.commit()
 
 
-def reconcile(flow: FlowDetail, now: datetime) -> None:
+def reconcile(flow: FlowDetail, now: datetime, listed: tuple[FlowSummary, bool] | None = None) -> None:
     """Write a flow just fetched as heard: what the service says is what the portal now knows.
 
+    `listed` is the flow's list item (and whether from the archived list), which alone says its consent status.
     A later change without an event is then a gap again.
     """
-    apply_observations([from_detail(flow, now)], _settings().index_key)
+    observations = [from_summary(*listed, now) if listed else None, from_detail(flow, now)]
+    apply_observations([observation for observation in observations if observation], _settings().index_key)
     table = FlowRecord.__table__
     values = {
         "heard_at": flow.updated_at or now,

@@ -1,5 +1,6 @@
 """Flows: the list (live, or searched in the index, and its CSV export), the detail page, creating a flow."""
 
+import logging
 import secrets
 from dataclasses import replace
 
@@ -19,7 +20,9 @@ from ..flowapi import (
     EndpointNotFound,
     FlowApiError,
     FlowClient,
+    FlowDetail,
     FlowPage,
+    FlowSummary,
     InsufficientScope,
     NotFound,
     RateLimited,
@@ -53,6 +56,7 @@ from ..webhooks.store import events_for_flow, left_out_by_reference
 from .sign_in import safe_next
 
 bp = Blueprint("flows", __name__, url_prefix="/flows")
+log = logging.getLogger(__name__)
 
 
 def flow_client() -> FlowClient:
@@ -266,10 +270,31 @@ def refresh(flow_id: str):
     if not ConfirmForm().validate_on_submit():
         abort(400)
     flow = _retrieve(_valid_flow_id(flow_id))
-    reconcile(flow, portal_now())
+    listed = _listed(flow)
+    reconcile(flow, portal_now(), listed)
     flash(_("The flow was refreshed from the Flow Service; the portal's index now has what it says."), "success")
+    if listed is None:
+        flash(_("The Flow Service's list did not show this flow: its consent status is what the portal last knew."))
     back = request.form.get("next")  # the admin list of gaps goes back to itself
     return redirect(safe_next(back) if back else url_for("flows.detail", flow_id=flow.flow_id))
+
+
+def _listed(flow: FlowDetail) -> tuple[FlowSummary, bool] | None:
+    """The flow's item in the service's list (current flows, then archived ones; a cancelled flow the other way
+    round), and whether it was the archived list; None when neither shows it or the list cannot be read."""
+    record = index_record(flow.flow_id)
+    archived_first = flow.status == "cancelled" or bool(record and record.archived)
+    for archived in (archived_first, not archived_first):
+        try:
+            item = flow_client().listed_item(flow.flow_id, archived)
+        except (NotFound, ValidationFailed):  # a service that takes no cursor outside its list
+            continue
+        except FlowApiError as error:
+            log.warning("flow refresh: the list could not be read (%s)", type(error).__name__)
+            return None
+        if item is not None:
+            return item, archived
+    return None
 
 
 @bp.route("/<flow:flow_id>/reveal", methods=["GET", "POST"])
