@@ -225,6 +225,7 @@ class FlowRecord(Model):
     __table_args__ = (
         Index("ix_flow_index_created", "created_at", "id"),
         Index("ix_flow_index_changed", "changed_at", "id"),
+        Index("ix_flow_index_last_change", "last_change_at", "id"),  # the list sorted by last change
         Index("ix_flow_index_archived_created", "archived", "created_at", "id"),
         # The state a search filters and counts by: a combination that never occurs (Unopened and completed)
         # is answered from here instead of by walking the sorted index (see the statistics in 0003).

@@ -373,6 +373,18 @@ def test_sort_by_last_change_puts_a_changed_flow_first(world):
     assert oldest == ids(page)[::-1]
 
 
+def test_sort_by_last_change_follows_the_services_changes_not_when_the_portal_saw_them(world):
+    """Every flow was opened in the portal just now, newest first: the order the portal saw them says nothing of
+    when the service last changed them, which `updatedAt` does."""
+    updated = {
+        flow_id: world.sandbox.api("GET", f"/api/applications/{flow_id}").json()["flow"]["updatedAt"]
+        for flow_id in world.service_flows()
+    }
+    oldest_first = ids(world.get("/flows?archived=all&sort=changed&order=oldest&limit=100"))
+    assert oldest_first == sorted(updated, key=lambda flow_id: (updated[flow_id], oldest_first.index(flow_id)))
+    assert [updated[flow_id] for flow_id in oldest_first] == sorted(updated.values())
+
+
 def test_keyset_pages_have_no_duplicates_or_gaps_while_flows_arrive(world):
     for n in range(14):
         world.sandbox.create(national_id="24058600160", last_name=f"Berg{n}")

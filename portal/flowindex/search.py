@@ -22,7 +22,9 @@ from ..paging import MAX_ROW_ID
 from .keys import name_key
 from .observations import CONSENT_STATUSES
 
-SORT_COLUMNS = {"created": FlowRecord.created_at, "changed": FlowRecord.changed_at}
+# "changed": the flow's last change as staff go by it (the service's updatedAt, else its opening, creation or first
+# sight), not when the portal noticed it: a sync that sees every flow at once would otherwise order them by that.
+SORT_COLUMNS = {"created": FlowRecord.created_at, "changed": FlowRecord.last_change_at}
 EXPORT_CHUNK = 1000
 MAX_IDENTIFIER = 100  # the length of reference_id and flow_id
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
