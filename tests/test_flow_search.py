@@ -271,6 +271,21 @@ def test_a_last_name_prefix_ignores_case_and_nordic_letters(world):
         assert all(name in page.text for name in names)
 
 
+def test_names_in_other_scripts_and_with_any_apostrophe_are_found(world):
+    names = ("O'Brien", "O’Brien", "Иванова", "إبراهيم")
+    created = {world.sandbox.create(national_id="30079200049", last_name=name)["flowId"]: name for name in names}
+    world.index_everything()
+    for text, wanted in (
+        ("obrien", {"O'Brien", "O’Brien"}),
+        ("o'brien", {"O'Brien", "O’Brien"}),
+        ("O’B", {"O'Brien", "O’Brien"}),
+        ("иван", {"Иванова"}),
+        ("إبراهيم", {"إبراهيم"}),
+    ):
+        found = {created[flow_id] for flow_id in ids(world.staff.get("/flows", query_string={"q": text}))}
+        assert found == wanted, text
+
+
 def test_born_narrows_a_name(world):
     other = world.sandbox.create(national_id="30079200049", last_name="Bjørnsen")
     world.get(f"/flows/{other['flowId']}")

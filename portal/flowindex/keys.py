@@ -14,19 +14,29 @@ from ..nationalid import number_birth_date, valid_number
 
 # Letters that Unicode does not decompose into a base letter and a mark.
 _FOLDED = str.maketrans({"ø": "o", "æ": "ae", "œ": "oe", "ð": "d", "þ": "th", "ß": "ss", "ł": "l", "đ": "d"})
-_NOT_NAME = re.compile(r"[^a-z0-9 '-]+")
+# Kept: letters and digits of any script, spaces and hyphens. Apostrophes go (O'Brien, O’Brien and OBrien are
+# one name to someone typing it), as does `_`, a wildcard of LIKE.
+_NOT_NAME = re.compile(r"[^\w -]+|_+")
 _SPACES = re.compile(r"\s+")
 MAX_NAME_KEY = 100
 
 
 def name_key(name: str | None) -> str | None:
-    """Lower case without diacritics, Nordic letters spelled in ASCII: "Bjørnstad" → "bjornstad"."""
+    """Lower case without diacritics or apostrophes, Nordic letters spelled in ASCII: "Bjørnstad" → "bjornstad",
+    "O’Brien" → "obrien"; letters of other scripts stay ("Иванов" → "иванов")."""
     if not name:
         return None
     folded = unicodedata.normalize("NFKD", name.casefold().translate(_FOLDED))
     plain = "".join(char for char in folded if not unicodedata.combining(char))
-    key = _SPACES.sub(" ", _NOT_NAME.sub(" ", plain)).strip()
+    key = _SPACES.sub(" ", _NOT_NAME.sub(_dropped_or_space, plain)).strip()
     return key[:MAX_NAME_KEY] or None
+
+
+def _dropped_or_space(found: re.Match[str]) -> str:
+    return "" if set(found[0]) <= _APOSTROPHES else " "
+
+
+_APOSTROPHES = set("'’‘`´ʼ")
 
 
 @dataclass(frozen=True)

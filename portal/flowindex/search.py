@@ -273,8 +273,8 @@ def _spellings(text: str) -> set[str]:
 def _name_prefix(key: str):
     """Names starting with `key`, as a prefix range the name index serves on each database.
 
-    A name key holds only [a-z0-9 '-], so neither LIKE's nor GLOB's wildcards need escaping. SQLite
-    uses an index for a case-sensitive GLOB, PostgreSQL for LIKE on the varchar_pattern_ops index.
+    A name key holds only letters, digits, spaces and hyphens, so neither LIKE's nor GLOB's wildcards need
+    escaping. SQLite uses an index for a case-sensitive GLOB, PostgreSQL for LIKE on the varchar_pattern_ops index.
     """
     if db.engine.dialect.name == "sqlite":
         return FlowRecord.last_name_key.op("GLOB")(key + "*")
