@@ -4,7 +4,7 @@ from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from flask_login import UserMixin
-from sqlalchemy import Date, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import Date, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false, text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -203,6 +203,8 @@ class CreateSubmission(Model):
     flow_id: Mapped[str | None] = mapped_column(String(100))
     reference_id: Mapped[str | None] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    # The create was sent and the service did not confirm it (a timeout, a 5xx): not in flight any more.
+    unconfirmed: Mapped[bool] = mapped_column(default=False, server_default=false())
 
 
 # A flow whose consent is not done, as SQLAlchemy renders portal/worklists.py's condition (SQLite matches a partial

@@ -1,6 +1,7 @@
 """Create-flow submissions, keyed by a token the form carries, so a resend never creates twice."""
 
 import time
+from datetime import datetime
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
@@ -13,6 +14,14 @@ WAIT_FOR_FIRST = 5.0  # seconds a resend waits for the first submission to finis
 
 class SubmissionInProgress(Exception):
     """The same form is still being created by an earlier request."""
+
+
+class SubmissionUnconfirmed(Exception):
+    """The same form was sent before and the service did not confirm it: it may or may not have created the flow."""
+
+    def __init__(self, token: str, sent_at: datetime) -> None:
+        super().__init__(token)
+        self.sent_at = sent_at
 
 
 def claim_submission(token: str, username: str) -> str | None:
@@ -28,13 +37,22 @@ def claim_submission(token: str, username: str) -> str | None:
 
 def _wait_for_flow(token: str) -> str:
     deadline = time.monotonic() + WAIT_FOR_FIRST
+    query = select(CreateSubmission.flow_id, CreateSubmission.unconfirmed, CreateSubmission.created_at)
     while time.monotonic() < deadline:
-        flow_id = db.session.scalar(select(CreateSubmission.flow_id).where(CreateSubmission.token == token))
+        earlier = db.session.execute(query.where(CreateSubmission.token == token)).first()
         db.session.rollback()  # end the read so the next look sees the other request's commit
-        if flow_id:
-            return flow_id
+        if earlier and earlier.flow_id:
+            return earlier.flow_id
+        if earlier and earlier.unconfirmed:
+            raise SubmissionUnconfirmed(token, earlier.created_at)
         time.sleep(0.2)
     raise SubmissionInProgress(token)
+
+
+def mark_unconfirmed(token: str) -> None:
+    """The service did not confirm the create: the flow may exist; a resend looks for it before sending again."""
+    db.session.execute(update(CreateSubmission).where(CreateSubmission.token == token).values(unconfirmed=True))
+    db.session.commit()
 
 
 REFERENCE_LENGTH = CreateSubmission.reference_id.type.length

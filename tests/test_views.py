@@ -1,6 +1,7 @@
 """The staff pages with Flask's test client, against a live sandbox: roles, CSRF, paging, failures."""
 
 import re
+import time
 from html import unescape
 
 import pytest
@@ -370,20 +371,60 @@ def test_a_resent_form_creates_one_flow(app, signed_in, sandbox):
         assert db.session.query(CreateSubmission).count() == 1
 
 
-def test_an_unconfirmed_create_is_not_sent_twice(make_app, make_sandbox):
+def later(client, seconds: float = 180) -> None:
+    """Move the portal's clock on: past the time a create the portal gave up on may still be carried out."""
+    client.application.extensions["portal.clock"] = lambda: time.time() + seconds
+
+
+def test_an_unconfirmed_create_is_looked_for_and_not_sent_twice(make_app, make_sandbox):
     sandbox = make_sandbox()
     client = staff_client(make_app, sandbox_url=sandbox.url, FLOW_READ_TIMEOUT="0.5")
-    data = form_data(client)
-    sandbox.fault(mode="timeout", seconds=1, count=1)
+    data = form_data(client, last_name="Slowly")
+    sandbox.fault(mode="timeout", seconds=1, count=1)  # the answer held back past the portal's timeout
     unconfirmed = client.post("/flows/new", data=data)
     assert unconfirmed.status_code == 504 and "It may have been created" in unconfirmed.text
-    again = client.post("/flows/new", data=data)
-    assert again.status_code == 302 and again.headers["Location"] == "/flows"
+    soon = client.post("/flows/new", data=data)
     assert (
-        "This form was sent already and the Flow Service has not confirmed it. "
-        "Check the flow list before creating the flow again."
-    ) in client.get("/flows").text
+        soon.status_code == 409 and "it may still be creating the flow" in soon.text and 'value="Slowly"' in soon.text
+    )
+    wait_until(lambda: sandbox.stats()["flows_created"] == 1, "the service to finish the create it was sent")
+    later(client)
+    again = client.post("/flows/new", data=data)
+    created = sandbox.api("GET", "/api/flows?limit=1").json()["data"][0]
+    assert again.status_code == 302 and again.headers["Location"] == f"/flows/{created['id']}", "found, not resent"
+    said = client.get(again.headers["Location"]).text
+    assert f"The Flow Service had created flow {created['referenceId']} after all; it was not sent again." in said
+    assert client.post("/flows/new", data=data).headers["Location"] == again.headers["Location"], "settled now"
     assert sandbox.stats()["flows_created"] == 1
+
+
+def test_an_unconfirmed_create_the_service_did_not_make_is_sent_again_with_what_was_typed(make_app, make_sandbox):
+    sandbox = make_sandbox()
+    client = staff_client(make_app, sandbox_url=sandbox.url)
+    sandbox.create(national_id="811218-9876", last_name="Someone Else")  # another person's flow, just now
+    data = form_data(client, last_name="Retryerror")
+    sandbox.fault(mode="error", status=500, count=1)  # the create fails (a create is never retried): not created
+    unconfirmed = client.post("/flows/new", data=data)
+    assert unconfirmed.status_code == 504 and "It may have been created" in unconfirmed.text
+    later(client)
+    again = client.post("/flows/new", data=data)
+    assert again.status_code == 302 and again.headers["Location"].startswith("/flows/")
+    assert "Retryerror" in client.get(again.headers["Location"]).text
+    assert sandbox.stats()["flows_created"] == 2
+
+
+def test_an_unconfirmed_create_is_kept_when_the_list_cannot_tell(make_app, make_sandbox):
+    sandbox = make_sandbox()
+    client = staff_client(make_app, sandbox_url=sandbox.url)
+    data = form_data(client, last_name="Unsure")
+    sandbox.fault(mode="error", status=500, count=3)
+    assert client.post("/flows/new", data=data).status_code == 504
+    later(client)
+    sandbox.fault(mode="error", status=503, count=10)  # the list does not answer either
+    again = client.post("/flows/new", data=data)
+    assert again.status_code == 409 and "does not show whether it was created" in again.text
+    assert 'value="Unsure"' in again.text, "what was typed is kept"
+    assert sandbox.stats()["flows_created"] == 0
 
 
 def test_upstream_field_errors_land_on_the_field(signed_in, sandbox):

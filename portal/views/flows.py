@@ -3,6 +3,7 @@
 import logging
 import secrets
 from dataclasses import replace
+from datetime import datetime, timedelta
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
@@ -31,6 +32,7 @@ from ..flowapi import (
 )
 from ..flowindex.feed import saw_created, saw_detail, saw_page
 from ..flowindex.gapcheck import flag_gap, mark_unknown, portal_now, reconcile
+from ..flowindex.keys import NationalId, read_national_id
 from ..flowindex.search import (
     COUNT_CAP,
     export_rows,
@@ -51,7 +53,14 @@ from ..masking import mask_flow_id, mask_national_id
 from ..models import utc_now
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..roles import role_required
-from ..submissions import SubmissionInProgress, claim_submission, forget_submission, settle_submission
+from ..submissions import (
+    SubmissionInProgress,
+    SubmissionUnconfirmed,
+    claim_submission,
+    forget_submission,
+    mark_unconfirmed,
+    settle_submission,
+)
 from ..webhooks.store import events_for_flow, left_out_by_reference
 from .sign_in import safe_next
 
@@ -368,6 +377,8 @@ def _create(form: CreateFlowForm):
     """Claim the form's token, send the flow, settle the token; then show the new flow."""
     try:
         earlier = claim_submission(form.submission.data, current_user.username)
+    except SubmissionUnconfirmed as unconfirmed:
+        return _resent_unconfirmed(form, unconfirmed.sent_at)
     except SubmissionInProgress:
         flash(
             _(
@@ -438,7 +449,8 @@ def _not_confirmed(form: CreateFlowForm, error: FlowApiError):
         )
         return render_template("flows/new.html", form=form), upstream_status(error)
     # The service may have created the flow and failed to answer: keeping the token means
-    # sending this form again cannot create a second one.
+    # sending this form again cannot create a second one; it looks for the flow first (`_resent_unconfirmed`).
+    mark_unconfirmed(form.submission.data)
     flash(
         _(
             "The Flow Service did not confirm the flow. It may have been created: "
@@ -447,6 +459,72 @@ def _not_confirmed(form: CreateFlowForm, error: FlowApiError):
         "warning",
     )
     return render_template("flows/new.html", form=form), 504
+
+
+def _resent_unconfirmed(form: CreateFlowForm, sent_at: datetime):
+    """The form sent again after the service did not confirm it: the flow list says whether it was created."""
+    token = form.submission.data
+    if portal_now() - sent_at < SETTLE:  # the service may still be working on the request the portal gave up on
+        return _kept_unconfirmed(
+            form,
+            _(
+                "This form was sent less than two minutes ago and the Flow Service did not confirm it: it may still "
+                "be creating the flow. Check the flow list, or send the form again in a few minutes."
+            ),
+        )
+    try:
+        found = _created_since(form.national_id.data, sent_at)
+    except FlowApiError:
+        found = UNSURE
+    if isinstance(found, FlowSummary) and found.id:
+        settle_submission(token, found.id, found.reference_id)
+        shown = found.reference_id or mask_flow_id(found.id)
+        flash(_("The Flow Service had created flow %(reference)s after all; it was not sent again.", reference=shown))
+        return redirect(url_for("flows.detail", flow_id=found.id))
+    if found is NOT_CREATED:
+        forget_submission(token)
+        return _create(form)
+    return _kept_unconfirmed(
+        form,
+        _(
+            "This form was sent before and the Flow Service did not confirm it, and its flow list does not show "
+            "whether it was created. Check the flow list before creating the flow again."
+        ),
+    )
+
+
+def _kept_unconfirmed(form: CreateFlowForm, message: str):
+    """The form as typed, not sent again, with why."""
+    flash(message, "warning")
+    return render_template("flows/new.html", form=form), 409
+
+
+NOT_CREATED, UNSURE = "not created", "unsure"
+# How long after a create the portal gave up on it a resend may conclude from the list: a request a client gave up
+# on may still be carried out by the service for a while.
+SETTLE = timedelta(minutes=2)
+NEWEST_LOOKED_AT = 50  # the newest flows a resend looks through for the one it may have created
+CLOCK_SKEW = timedelta(minutes=2)  # between the portal's clock and the service's createdAt
+
+
+def _created_since(national_id: str, sent_at: datetime) -> FlowSummary | str:
+    """This person's flow the service created since `sent_at`; NOT_CREATED when the newest page shows every flow
+    created since then and none is theirs; UNSURE when it cannot tell (items without an id, a national id or a
+    creation time, or more flows created since than one page holds)."""
+    person, since = read_national_id(national_id), sent_at - CLOCK_SKEW
+    page = flow_client().list_flows(limit=NEWEST_LOOKED_AT)
+    for item in page.items:
+        if not (item.id and item.created_at and item.national_id):
+            return UNSURE
+        if item.created_at < since:
+            return NOT_CREATED  # newest first: every flow created since was on the page before this one
+        if person and _same_person(read_national_id(item.national_id, person.country), person):
+            return item
+    return NOT_CREATED if page.has_more is False else UNSURE
+
+
+def _same_person(one: NationalId | None, other: NationalId) -> bool:
+    return one is not None and (one.country, one.canonical) == (other.country, other.canonical)
 
 
 def _surely_not_created(error: FlowApiError) -> bool:
