@@ -25,6 +25,7 @@ from .flowapi import (
     Unauthorized,
     UpstreamProtocolError,
     UpstreamTimeout,
+    UpstreamUnavailable,
     ValidationFailed,
 )
 from .flowlinks import return_address
@@ -142,6 +143,15 @@ UPSTREAM_PAGES = (
 )
 
 
+def service_away(error: FlowApiError) -> bool:
+    """A failure that passes: the service down, slow, busy or garbled, or its identity provider down or slow. Not a
+    setting to fix (no endpoint, no scope, a refused client, a token answer the portal cannot use): those want an
+    administrator, not the portal's own data instead."""
+    if isinstance(error, UpstreamProtocolError):
+        return error.reached_api
+    return isinstance(error, (UpstreamUnavailable, UpstreamTimeout, RateLimited))
+
+
 def render_error(
     status: int,
     title: str,
@@ -152,10 +162,12 @@ def render_error(
     retry_url: str | None = None,
     reason: str | None = None,
     reason_from_identity_provider: bool = False,
+    service_away: bool = False,
 ):
     return render_template(
         "errors/error.html",
         status=status,
+        service_away=service_away,
         title=title,
         advice=advice,
         reason=reason,
@@ -173,6 +185,11 @@ def _retry_url(retry: bool) -> str | None:
 
 def _upstream_page(error: FlowApiError) -> tuple:
     return next(entry for entry in UPSTREAM_PAGES if isinstance(error, entry[0]))  # FlowApiError is the last
+
+
+def upstream_title(error: FlowApiError) -> str:
+    """What went wrong with the Flow Service, in a few words in the reader's language."""
+    return str(_upstream_page(error)[2])
 
 
 def upstream_explained(error: FlowApiError) -> str:
@@ -199,6 +216,7 @@ def upstream_error_page(error: FlowApiError):
         retry=retry,
         reason=error.reason,
         reason_from_identity_provider=not error.reached_api,  # the token request failed, not the API call
+        service_away=service_away(error),
     )
 
 

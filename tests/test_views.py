@@ -463,14 +463,39 @@ def test_a_script_last_name_is_text(signed_in, sandbox):
 def test_upstream_failures_are_pages_a_person_can_act_on(make_app, make_sandbox, fault, status, title):
     sandbox = make_sandbox()
     client = staff_client(make_app, "viewer", sandbox_url=sandbox.url, FLOW_READ_TIMEOUT="0.5", FLOW_RETRY_BUDGET="0.5")
-    client.get("/flows")
+    flow_id = sandbox.create()["flowId"]
     sandbox.fault(**fault)
-    page = client.get("/flows?limit=25")
+    page = client.get(f"/flows/{flow_id}")
     assert page.status_code == status
     assert title in page.text
-    assert 'href="/flows?limit=25">Try again' in page.text
+    assert f'href="/flows/{flow_id}">Try again' in page.text
+    assert f'href="/events?flow={flow_id}">This flow' in page.text, "its webhook events are the portal's own"
+    assert 'href="/flows?archived=all">Search the portal' in page.text
     assert 'data-testid="support-code"' in page.text
     assert "Traceback" not in page.text
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [{"mode": "error", "status": 503}, {"mode": "timeout", "seconds": 3}, {"mode": "rate_limit", "retry_after": 30}],
+)
+def test_the_flow_list_falls_back_to_the_index_while_the_service_is_away(make_app, make_sandbox, fault):
+    sandbox = make_sandbox()
+    client = staff_client(make_app, "viewer", sandbox_url=sandbox.url, FLOW_READ_TIMEOUT="0.5", FLOW_RETRY_BUDGET="0.5")
+    flow_id = sandbox.create()["flowId"]
+    client.get("/flows")
+    client.application.extensions["flow_index"].flush()
+    sandbox.fault(**fault)
+    answer = client.get("/flows?limit=25")
+    assert answer.status_code == 302 and answer.headers["Location"] == "/flows?archived=all"
+    page = client.get(answer.headers["Location"])
+    assert page.status_code == 200 and f'<tr data-flow-id="{flow_id}">' in page.text
+    assert "so these flows come from the portal" in page.text and "for support:" in page.text
+
+
+def test_a_refused_client_is_no_reason_to_fall_back(make_app, make_user):
+    page = staff_client(make_app, "viewer", FLOW_CLIENT_SECRET="wrong").get("/flows")
+    assert page.status_code == 502 and "Search the portal" not in page.text
 
 
 def test_bad_portal_credentials_are_a_page(make_app, make_user):

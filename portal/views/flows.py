@@ -14,7 +14,7 @@ from .. import current
 from ..access_log import EXPORT_ROW, FLOW_DETAIL, REVEAL, SEARCH, record_access, recorded_while_read, subject_key_of
 from ..audit import record_audit
 from ..csvexport import csv_response
-from ..errors import csrf_error_page, upstream_explained, upstream_status
+from ..errors import csrf_error_page, service_away, upstream_explained, upstream_status, upstream_title
 from ..flowapi import (
     FLOW_ID,
     Conflict,
@@ -93,6 +93,10 @@ def index():
             raise  # the first page itself was refused: say so, never redirect to it again
         flash(_("That page position no longer exists; showing the first page."), "warning")
         return redirect(query.url())
+    except FlowApiError as error:
+        if not service_away(error):
+            raise
+        return _index_instead(error)
     if query.before and page.has_more is False:
         # Back at the newest flows: show the first page whole, not the short remainder.
         return redirect(query.url())
@@ -107,6 +111,21 @@ def index():
         row_statuses=statuses_of_page(page, query.archived),
         empty_search_form=FlowSearchForm,  # built only when the page's cached search box is not there yet
     )
+
+
+def _index_instead(error: FlowApiError):
+    """The live list failed: the portal's own index of every flow, saying why (it cannot loop: no call there)."""
+    support = _(" (for support: %(code)s)", code=error.support_code) if error.support_code else ""
+    flash(
+        _(
+            "%(problem)s, so these flows come from the portal's index, with each status as the portal last heard "
+            "it; the live list comes back when the service answers.%(support)s",
+            problem=upstream_title(error),
+            support=support,
+        ),
+        "warning",
+    )
+    return redirect(url_for("flows.index", archived="all"))
 
 
 def _search():
