@@ -299,13 +299,25 @@ def test_no_type_that_cannot_be_chosen_or_holds_a_national_id_is_offered(status_
     assert "131052-308T" not in page, "the list masks the type; the filter does not show it whole either"
 
 
-def test_characters_that_cannot_be_seen_are_named_where_a_type_is_shown(status_app, staff):
-    post_event(status_app, flow_id="flow-unseen", event_type="flow.\u202edetpecca")
-    post_event(status_app, flow_id="flow-unseen", event_type="flow.zero\u200bwidth")
+def test_a_cancellation_reads_as_one_on_the_timeline(status_app, staff, sandbox):
+    flow_id = sandbox.create()["flowId"]
+    post_event(status_app, flow_id=flow_id, status="Unopened", flowStatus="active")
+    post_event(status_app, flow_id=flow_id, status="Unopened", flowStatus="cancelled", archived=True)
+    timeline = re.search(r'data-testid="timeline">(.*?)</ol>', staff.get(f"/flows/{flow_id}").text, re.S)[1]
+    items = timeline.split('<li class="timeline-item">')[1:]
+    told = [('data-status-code="cancelled"' in item, 'data-status-code="archived">archived<' in item) for item in items]
+    assert sorted(told) == [(False, False), (True, True)], "only the cancellation says more than its status"
+    assert 'data-status-code="active"' not in timeline
+
+
+def test_characters_that_cannot_be_seen_are_named_where_a_type_is_shown(status_app, staff, sandbox):
+    flow_id = sandbox.create()["flowId"]
+    post_event(status_app, flow_id=flow_id, event_type="flow.\u202edetpecca")
+    post_event(status_app, flow_id=flow_id, event_type="flow.zero\u200bwidth")
     page = staff.get("/events").text
     assert "\u202e" not in page and "\u200b" not in page
     assert "detpecca" in page and "[U+202E]" in page and "[U+200B]" in page
-    timeline = staff.get("/flows/flow-unseen").text
+    timeline = staff.get(f"/flows/{flow_id}").text
     assert "\u202e" not in timeline and "[U+202E]" in timeline
 
 

@@ -5,6 +5,7 @@ lifecycle, version and last name, a webhook event a status change. An observatio
 source knew and leaves the rest None.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -135,12 +136,7 @@ def from_event(
     """A stored webhook event; `flowStatus`, `archived` and `version` are read from `data` or the top level."""
     if not flow_id:
         return None
-    data = payload.get("data")
-    data = data if isinstance(data, dict) else {}
-
-    def field(name):
-        return data.get(name, payload.get(name))
-
+    field = event_field(payload)
     incident = event_type == "flow.incident" or None
     return Observation(
         flow_id=flow_id,
@@ -157,6 +153,22 @@ def from_event(
         has_incidents=incident,
         incidents=event_incidents(event_type, payload),
     )
+
+
+def event_field(payload: Any) -> Callable[[str], Any]:
+    """Reads a field of a webhook event from its `data`, else from the top level (services put them either way)."""
+    payload = payload if isinstance(payload, dict) else {}
+    data = payload.get("data")
+    data = data if isinstance(data, dict) else {}
+    return lambda name: data.get(name, payload.get(name))
+
+
+def lifecycle_told(payload: Any) -> tuple[str | None, bool]:
+    """What a webhook event says of the flow's lifecycle beside its consent status: its `flowStatus` when that is not
+    `active` (a cancellation, a completion), and whether it says the flow is archived."""
+    field = event_field(payload)
+    lifecycle = _short(field("flowStatus"))
+    return (lifecycle if lifecycle != "active" else None), read_flag(field("archived")) is True
 
 
 def _actions(actions: list[str]) -> str:

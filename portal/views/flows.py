@@ -33,6 +33,7 @@ from ..flowapi import (
 from ..flowindex.feed import saw_created, saw_detail, saw_page
 from ..flowindex.gapcheck import flag_gap, mark_unknown, portal_now, reconcile
 from ..flowindex.keys import NationalId, read_national_id
+from ..flowindex.observations import lifecycle_told
 from ..flowindex.search import (
     COUNT_CAP,
     export_rows,
@@ -61,7 +62,7 @@ from ..submissions import (
     mark_unconfirmed,
     settle_submission,
 )
-from ..webhooks.store import events_for_flow, left_out_by_reference
+from ..webhooks.store import event_document, events_for_flow, left_out_by_reference
 from .sign_in import safe_next
 
 bp = Blueprint("flows", __name__, url_prefix="/flows")
@@ -274,6 +275,7 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         revealed=revealed,
         consent_url=_sandbox_consent_url(flow) if status.awaiting_consent else None,
         events=events,
+        lifecycles={event.id: lifecycle_told(event_document(event)) for event in events},
         left_out=left_out_by_reference(flow.flow_id, flow.reference_id),
         reveal_form=reveal_form or RevealForm(settings().reveal_purposes, formdata=None),
     )
