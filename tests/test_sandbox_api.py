@@ -266,3 +266,12 @@ def test_version_and_updated_at_move_on_every_change(sandbox):
     assert after["version"] == before["version"] + 1
     assert datetime.fromisoformat(after["updatedAt"]) >= datetime.fromisoformat(before["updatedAt"])
     assert requests.get(f"{sandbox.url}/sandbox/stats", timeout=5).json()["flows"] == 1
+
+
+def test_the_sandbox_answers_under_its_former_name_as_design_documents():
+    """DESIGN §1: `flask --app portal.sandbox run` keeps working while anything documents it."""
+    from flask.cli import ScriptInfo
+
+    app = ScriptInfo(app_import_path="portal.sandbox").load_app()
+    assert app.import_name == "flow_sandbox"
+    assert "flow_sandbox.api_views" in {view.__module__ for view in app.view_functions.values()}
