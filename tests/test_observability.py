@@ -234,6 +234,22 @@ def test_ready_when_the_database_answers_and_a_token_comes(client):
     assert answer.json == {"status": "ok", "database": "ok", "token": "ok"}
 
 
+def test_not_ready_on_a_database_behind_this_codes_migrations(app):
+    from flask_migrate import downgrade, upgrade
+
+    client = app.test_client()
+    with app.app_context():
+        downgrade(revision="0013_audit_action_index")
+    answer = client.get("/readyz")
+    assert answer.status_code == 503 and answer.json["database"] == "not_migrated"
+    with app.app_context():
+        downgrade(revision="base")
+    assert client.get("/readyz").json["database"] == "not_migrated", "no alembic_version table at all"
+    with app.app_context():
+        upgrade()
+    assert client.get("/readyz").json == {"status": "ok", "database": "ok", "token": "ok"}
+
+
 @pytest.mark.parametrize(
     ("settings", "fault", "kind"),
     [

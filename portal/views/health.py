@@ -1,8 +1,11 @@
 """Health checks for load balancers and metrics for Prometheus."""
 
+import functools
 import threading
 import time
+from pathlib import Path
 
+from alembic.script import ScriptDirectory
 from flask import Blueprint, Response, abort, current_app, request
 from sqlalchemy import text
 
@@ -55,7 +58,8 @@ def live():
 
 @bp.get("/readyz")
 def ready():
-    """The process can reach its database and obtain a Flow Service token."""
+    """The process can reach its database, which is migrated to this code's schema, and obtain a Flow Service
+    token."""
     body = {"status": "ok", "database": _database_state(), "token": "ok"}
     failure = current_app.extensions[TOKEN_CHECK].failure(current.flow_client().provider)
     if failure:
@@ -71,7 +75,18 @@ def _database_state() -> str:
     except Exception as error:  # any driver error means: not ready; the timeouts keep this answer quick
         mark_unavailable(error)
         return "unreachable"
-    return "ok"
+    try:
+        migrated = db.session.scalar(text("SELECT version_num FROM alembic_version")) == _head_revision()
+    except Exception:  # no such table: a database nobody migrated
+        db.session.rollback()
+        migrated = False
+    return "ok" if migrated else "not_migrated"
+
+
+@functools.cache
+def _head_revision() -> str | None:
+    """The newest migration this code carries: the database must be at it (`flask --app portal db upgrade`)."""
+    return ScriptDirectory(str(Path(__file__).resolve().parents[1] / "migrations")).get_current_head()
 
 
 @bp.get("/metrics", endpoint="metrics")
