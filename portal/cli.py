@@ -15,6 +15,7 @@ import requests
 from flask import Flask
 from flask.cli import AppGroup, with_appcontext
 from joserfc.jwk import RSAKey
+from sqlalchemy.exc import DBAPIError
 
 from . import current
 from .accounts import (
@@ -30,11 +31,12 @@ from .accounts import (
 )
 from .audit import EXPORT_FORMATS, AuditFilter, export_audit, record_audit
 from .csvexport import csv_chunks
+from .database import DatabaseUnavailable
 from .flowapi import FlowApiError, InsufficientScope, TokenRequestRefused, Unauthorized, UpstreamProtocolError
 from .flowapi.records import parse_timestamp
 from .flowindex.gapcheck import GAP_CHECKS
 from .flowindex.sync import ALL, ARCHIVED, CURRENT, LeaseLost, SyncLocked, SyncReport, SyncStopped, run_sync
-from .masking import mask_document
+from .masking import mask_document, mask_text
 from .models import ROLES, User
 from .notify.commands import notifications, scan_after_sync
 from .retention import RetentionLocked, apply_retention, under_lease
@@ -462,4 +464,29 @@ def erase_subject(national_id: str, yes: bool):
 
 def init_app(app: Flask) -> None:
     for command in (users, audit, keys, events, flows, retention, subjects, check, notifications):
-        app.cli.add_command(command)
+        app.cli.add_command(_database_trouble_in_one_line(command))
+
+
+def _database_trouble_in_one_line(command: click.Command) -> click.Command:
+    """A command (or every command of a group) that meets a database it cannot use says so in one line and exits
+    1, as cron and a container's logs want it, instead of a driver's traceback."""
+    invoke = command.invoke
+
+    def invoke_saying_what_is_wrong(ctx: click.Context):
+        try:
+            return invoke(ctx)
+        except (DBAPIError, DatabaseUnavailable) as error:
+            raise click.ClickException(_database_trouble(error)) from None
+
+    command.invoke = invoke_saying_what_is_wrong  # type: ignore[method-assign]
+    return command
+
+
+def _database_trouble(error: Exception) -> str:
+    said = str(getattr(error, "orig", None) or error).splitlines()[0] if str(error) else type(error).__name__
+    if _MISSING_TABLE.search(said):
+        return f"the database has no portal tables yet ({said}): run `flask --app portal db upgrade` first"
+    return f"the database cannot be used: {mask_text(said)}"
+
+
+_MISSING_TABLE = re.compile(r"no such table|relation .* does not exist|UndefinedTable", re.IGNORECASE)

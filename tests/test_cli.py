@@ -186,3 +186,22 @@ def test_users_changes_are_audited_as_the_command_line_user(cli_app):
 def test_times_past_what_a_date_holds_are_a_clear_error(runner, args):
     result = runner.invoke(args=args)
     assert result.exit_code == 2 and "Invalid value" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("database", "words"),
+    [
+        ("unmigrated", "the database has no portal tables yet"),
+        ("postgresql+psycopg://postgres@127.0.0.1:9/none", "the database cannot be used"),
+    ],
+)
+def test_a_database_the_command_cannot_use_is_one_line(sandbox, tmp_path, database, words):
+    """Cron and a container's log get one line and exit 1, not a driver's traceback."""
+    url = f"sqlite:///{tmp_path / 'empty.db'}" if database == "unmigrated" else database
+    app = create_app(portal_config(sandbox.url, url))
+    for args in (["users", "list"], ["retention", "apply"], ["flows", "sync"]):
+        result = app.test_cli_runner().invoke(args=args)
+        assert result.exit_code == 1, (args, result.output)
+        assert words in result.output and "Traceback" not in result.output, (args, result.output)
+    if database == "unmigrated":
+        assert "flask --app portal db upgrade" in result.output

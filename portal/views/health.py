@@ -3,14 +3,13 @@
 import functools
 import threading
 import time
-from pathlib import Path
 
 from alembic.script import ScriptDirectory
 from flask import Blueprint, Response, abort, current_app, request
 from sqlalchemy import text
 
 from .. import current, metrics
-from ..database import mark_unavailable
+from ..database import MIGRATIONS, mark_unavailable
 from ..extensions import db
 from ..flowapi import FlowApiError
 from ..flowapi.errors import outcome_kind
@@ -86,7 +85,7 @@ def _database_state() -> str:
 @functools.cache
 def _head_revision() -> str | None:
     """The newest migration this code carries: the database must be at it (`flask --app portal db upgrade`)."""
-    return ScriptDirectory(str(Path(__file__).resolve().parents[1] / "migrations")).get_current_head()
+    return ScriptDirectory(str(MIGRATIONS)).get_current_head()
 
 
 @bp.get("/metrics", endpoint="metrics")
