@@ -16,6 +16,9 @@ from typing import Literal, overload
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
 from .production import production_problems
 from .rsakeys import PrivateKeyError, load_private_key
 from .webhooks.shape import SHAPES, parse_fields
@@ -134,14 +137,22 @@ class _Reader:
     def text(self, name: str, default: None = None, *, secret: bool = False) -> str | None: ...
     def text(self, name: str, default: str | None = None, *, secret: bool = False) -> str | None:
         value = self.env.get(name)
-        if secret and not value and self.env.get(f"{name}_FILE"):
-            path = self.env[f"{name}_FILE"]
-            try:
-                value = Path(path).read_text().strip()
-            except OSError as error:
-                raise SettingsError(f"{name}_FILE: cannot read {path} ({error.strerror})") from None
         value = value.strip() if isinstance(value, str) else value
+        if secret and not value and self.env.get(f"{name}_FILE"):
+            value = self._file(name, self.env[f"{name}_FILE"])
         return value if value else default
+
+    @staticmethod
+    def _file(name: str, path: str) -> str:
+        try:
+            value = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as error:
+            raise SettingsError(f"{name}_FILE: cannot read {path} ({error.strerror})") from None
+        except UnicodeDecodeError:
+            raise SettingsError(f"{name}_FILE: {path} is not UTF-8 text") from None
+        if not value:
+            raise SettingsError(f"{name}_FILE: {path} is empty")
+        return value
 
     def required(self, name: str, why: str = "", *, secret: bool = False) -> str:
         value = self.text(name, secret=secret)
@@ -177,10 +188,40 @@ class _Reader:
         value = self.required(name) if required else self.text(name, default)
         if value is None:
             return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+        if not _is_http_url(value):
             raise SettingsError(f"{name} must be an absolute http(s) URL, got {value!r}")
         return value.rstrip("/")
+
+    def database_url(self, default: str) -> str:
+        value = self.text("PORTAL_DATABASE_URL", default)
+        try:
+            backend = make_url(value).get_backend_name()
+        except ArgumentError:
+            backend = None
+        if backend not in ("sqlite", "postgresql"):
+            raise SettingsError(
+                "PORTAL_DATABASE_URL must be a SQLite or PostgreSQL URL (sqlite:///path/portal.db, "
+                "postgresql+psycopg://user:password@host/name)"
+            )
+        return value
+
+    def redis_url(self) -> str | None:
+        value = self.text("PORTAL_REDIS_URL", secret=True)
+        if value and urlsplit(value).scheme not in ("redis", "rediss", "unix"):
+            raise SettingsError("PORTAL_REDIS_URL must be a redis://, rediss:// or unix:// URL")
+        return value
+
+
+def _is_http_url(value: str) -> bool:
+    """An absolute http(s) URL with a host and, if any, a port a socket can have; no spaces."""
+    try:
+        parts = urlsplit(value)
+        port_ok = parts.port is None or parts.port > 0  # urlsplit refuses ports past 65535 when asked
+    except ValueError:  # "http://[::1" and the like
+        return False
+    return (
+        parts.scheme in ("http", "https") and bool(parts.hostname) and port_ok and not any(c.isspace() for c in value)
+    )
 
 
 def _token_url(read: _Reader) -> str:
@@ -448,8 +489,8 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         webhook_id_header=_header_name(read, "FLOW_WEBHOOK_ID_HEADER", "X-Flow-Event-Id"),
         secret_key=_secret_key(read, testing),
         index_key=_index_key(read, testing),
-        database_url=read.text("PORTAL_DATABASE_URL", f"sqlite:///{Path(instance_path, 'portal.db').resolve()}"),
-        redis_url=read.text("PORTAL_REDIS_URL", secret=True),
+        database_url=read.database_url(f"sqlite:///{Path(instance_path, 'portal.db').resolve()}"),
+        redis_url=read.redis_url(),
         public_url=public_url,
         redirect_url=read.url("PORTAL_REDIRECT_URL", public_url + "/consent-complete"),
         timezone=_timezone(read),

@@ -50,6 +50,12 @@ def settings_with(**changes):
         ({"FLOW_AUTH_MODE": "self_signed_jwt"}, "FLOW_JWT_PRIVATE_KEY"),
         ({"FLOW_AUTH_MODE": "self_signed_jwt", "FLOW_JWT_PRIVATE_KEY": "/nonexistent.pem"}, "FLOW_JWT_PRIVATE_KEY"),
         ({"FLOW_CLIENT_SECRET": None, "FLOW_CLIENT_SECRET_FILE": "/nonexistent"}, "FLOW_CLIENT_SECRET_FILE"),
+        ({"FLOW_API_URL": "http://[::1"}, "FLOW_API_URL"),
+        ({"FLOW_API_URL": "http://exa mple.com"}, "FLOW_API_URL"),
+        ({"FLOW_API_URL": "http://flow.example:99999"}, "FLOW_API_URL"),
+        ({"PORTAL_DATABASE_URL": "garbage"}, "PORTAL_DATABASE_URL"),
+        ({"PORTAL_DATABASE_URL": "mysql://user@db/portal"}, "PORTAL_DATABASE_URL"),
+        ({"PORTAL_REDIS_URL": "garbage"}, "PORTAL_REDIS_URL"),
     ],
 )
 def test_bad_settings_name_themselves(changes, named):
@@ -172,3 +178,29 @@ def test_a_junk_private_key_stops_start_up_with_one_line(tmp_path):
     assert result.stderr.strip() == (
         f"portal: configuration error: FLOW_JWT_PRIVATE_KEY: {key} is not an RSA private key in PEM form"
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [(b"\xff\xfe\x00not text", "is not UTF-8 text"), (b"  \n", "is empty")],
+    ids=["not-utf8", "empty"],
+)
+def test_a_secret_file_that_holds_no_secret_names_the_file(tmp_path, content, words):
+    path = tmp_path / "secret"
+    path.write_bytes(content)
+    with pytest.raises(SettingsError) as raised:
+        settings_with(FLOW_CLIENT_SECRET=None, FLOW_CLIENT_SECRET_FILE=str(path))
+    assert str(raised.value) == f"FLOW_CLIENT_SECRET_FILE: {path} {words}"
+
+
+def test_a_blank_secret_gives_way_to_its_file(tmp_path):
+    path = tmp_path / "secret"
+    path.write_text("from-the-file\n")
+    assert settings_with(FLOW_CLIENT_SECRET="  ", FLOW_CLIENT_SECRET_FILE=str(path)).client_secret == "from-the-file"
+
+
+def test_database_and_redis_urls_of_the_documented_forms_are_taken():
+    for url in ("sqlite:///tmp/portal.db", "postgresql+psycopg://portal:pw@db/portal", "postgresql://u@h/n"):
+        assert settings_with(PORTAL_DATABASE_URL=url).database_url == url
+    for url in ("redis://127.0.0.1:6379/0", "rediss://:pw@cache.example:6380/1", "unix:///run/redis.sock"):
+        assert settings_with(PORTAL_REDIS_URL=url).redis_url == url
