@@ -118,13 +118,14 @@ def _configure(app: Flask, settings: Settings, overrides: Mapping) -> None:
         PERMANENT_SESSION_LIFETIME=timedelta(seconds=settings.session_max_seconds),
         SESSION_REFRESH_EACH_REQUEST=False,  # the idle clock is written back once a minute (staff_sessions)
         MAX_CONTENT_LENGTH=max(settings.webhook_max_bytes, 1024 * 1024),
-        TRUSTED_HOSTS=list(settings.trusted_hosts),  # any other Host header is a 400, never echoed in a link
     )
     app.config.update({key: overrides[key] for key in FLASK_KEYS if key in overrides})
     # WSGI middleware the way Flask documents it (mypy sees wsgi_app as a method, hence the ignores).
     # Inside ProxyFix, so they see the client's host and address.
     headers = security.security_headers(settings.public_url.startswith("https://"))
     app.wsgi_app = intake.WebhookIntake(app.wsgi_app, app, headers)  # type: ignore[method-assign]
+    # The one check of the Host header (any other is a 400, never echoed in a link), IPv6 literals included, which
+    # Flask's TRUSTED_HOSTS cannot match.
     app.wsgi_app = security.TrustedHosts(app.wsgi_app, settings.trusted_hosts, headers)  # type: ignore[method-assign]
     if settings.trusted_proxies:
         # Behind N reverse proxies: the client address (audit log, throttling) and https come from them.

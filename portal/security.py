@@ -1,5 +1,8 @@
 """Response headers that make the strict CSP work, and the Host header check in front of the app."""
 
+import ipaddress
+import re
+
 from flask import Flask
 from werkzeug.exceptions import BadRequest, SecurityError
 from werkzeug.wsgi import get_host
@@ -52,14 +55,35 @@ class TrustedHosts:
 
     def __init__(self, app, hosts: tuple[str, ...], headers: dict[str, str]):
         self.app = app
-        self.hosts = list(hosts)
+        self.hosts = [host for host in hosts if not host.startswith("[")]
+        # IPv6 literals by address: werkzeug's check cuts a trusted name at its first ":", so "[::1]" never matched.
+        self.addresses = {_ipv6(host) for host in hosts if host.startswith("[")} - {None}
         self.headers = headers
 
     def __call__(self, environ, start_response):
-        try:
-            get_host(environ, self.hosts)
-        except SecurityError:
+        if not self._trusted(environ):
             refusal = BadRequest("This portal does not answer to that host name.").get_response(environ)
             refusal.headers.update(self.headers)
             return refusal(environ, start_response)
         return self.app(environ, start_response)
+
+    def _trusted(self, environ) -> bool:
+        literal = _IPV6_HOST.fullmatch(environ.get("HTTP_HOST", ""))
+        if literal:
+            port = literal["port"]
+            return _ipv6(literal["address"]) in self.addresses and (port is None or 0 < int(port) < 65536)
+        try:
+            get_host(environ, self.hosts)
+        except SecurityError:
+            return False
+        return True
+
+
+_IPV6_HOST = re.compile(r"\[(?P<address>[0-9A-Fa-f:.]+)\](?::(?P<port>[0-9]{1,5}))?")
+
+
+def _ipv6(text: str) -> ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.IPv6Address(text.strip("[]"))
+    except ValueError:
+        return None

@@ -408,11 +408,21 @@ def _key_prefix(read: _Reader) -> str:
 
 def _trusted_hosts(read: _Reader, public_url: str) -> tuple[str, ...]:
     """Host names requests may carry: the public URL's, loopback (health checks), and PORTAL_TRUSTED_HOSTS."""
-    extra = [name.strip().lower() for name in (read.text("PORTAL_TRUSTED_HOSTS") or "").split(",") if name.strip()]
-    for name in extra:
-        if not re.fullmatch(r"\.?[a-z0-9.-]+|\[[0-9a-f:.]+\]", name):
-            raise SettingsError(f"PORTAL_TRUSTED_HOSTS: {name!r} is not a host name")
-    return tuple(dict.fromkeys([urlsplit(public_url).hostname or "", *LOOPBACK_HOSTS, *extra]))
+    extra = [_host_name(name.strip().lower()) for name in (read.text("PORTAL_TRUSTED_HOSTS") or "").split(",")]
+    public = urlsplit(public_url).hostname or ""
+    return tuple(
+        dict.fromkeys([_host_name(public) if public else "", *LOOPBACK_HOSTS, *(name for name in extra if name)])
+    )
+
+
+def _host_name(name: str) -> str:
+    """A host name as the Host check takes it: names as written, IPv6 addresses in brackets ("::1" → "[::1]")."""
+    if not name or re.fullmatch(r"\.?[a-z0-9.-]+", name):
+        return name
+    try:
+        return f"[{ipaddress.IPv6Address(name.strip('[]')).compressed}]"
+    except ValueError:
+        raise SettingsError(f"PORTAL_TRUSTED_HOSTS: {name!r} is not a host name") from None
 
 
 def _metrics_token(read: _Reader) -> str | None:

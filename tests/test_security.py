@@ -635,6 +635,22 @@ def test_a_foreign_host_header_is_refused(client):
     assert client.get("/healthz", headers={"Host": "127.0.0.1:5000"}).status_code == 200
 
 
+@pytest.mark.parametrize("host", ["[::1]", "[::1]:5000", "[0:0:0:0:0:0:0:1]:8000"])
+def test_ipv6_loopback_is_a_host_the_portal_answers_to(client, host):
+    assert client.get("/healthz", headers={"Host": host}).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["[::2]", "[::1]:99999", "[fe80::1]:5000", "[::1", "[zz::1]"])
+def test_other_ipv6_hosts_are_refused(client, host):
+    assert client.get("/healthz", headers={"Host": host}).status_code == 400
+
+
+def test_an_ipv6_address_can_be_trusted_in_either_form(make_app):
+    client = make_app(PORTAL_TRUSTED_HOSTS="2001:db8::10, [2001:db8::11]").test_client()
+    for host in ("[2001:db8::10]:443", "[2001:db8:0::11]"):
+        assert client.get("/healthz", headers={"Host": host}).status_code == 200, host
+
+
 def test_redirects_never_carry_the_host_header(make_app, serve):
     app = make_app(PORTAL_TRUSTED_HOSTS="portal.example")
     url = serve(app)
