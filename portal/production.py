@@ -133,8 +133,8 @@ def webhook_secret_problem(
 def production_problems(settings, workers: int | None) -> list[str]:
     """Every reason `settings` must not run in production, each one line naming its setting.
 
-    `workers` is how many processes serve the portal (PORTAL_WORKERS), None when nobody said: then there
-    may be several, each counting sign-in attempts on its own, so Redis is required.
+    `workers` is how many processes serve the portal (PORTAL_WORKERS or WEB_CONCURRENCY), None when nobody said:
+    then there may be several, each counting sign-in attempts on its own, so Redis is required.
     """
     problems = [key_problem("PORTAL_SECRET_KEY", settings.secret_key)]
     problems.append(key_problem("PORTAL_INDEX_KEY", settings.index_key.decode()))
@@ -151,8 +151,9 @@ def production_problems(settings, workers: int | None) -> list[str]:
         problems.append("FLOW_CLIENT_SECRET is empty")
     if workers is None and not settings.redis_url:
         problems.append(
-            "PORTAL_REDIS_URL is required in production unless PORTAL_WORKERS=1 says one process serves the portal "
-            "(gunicorn.conf.py sets it): sign-in throttling must be shared by every worker"
+            "PORTAL_REDIS_URL is required in production unless WEB_CONCURRENCY=1 (or PORTAL_WORKERS=1, which "
+            "gunicorn.conf.py sets) says one process serves the portal: sign-in throttling must be shared by every "
+            "worker"
         )
     elif workers and workers > 1 and not settings.redis_url:
         problems.append(

@@ -534,7 +534,9 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         **_notification_settings(read),
     )
     if settings.environment == "production":
-        problems = production_problems(settings, workers=read.number("PORTAL_WORKERS", None, 1, 1024))
+        # gunicorn.conf.py tells its workers their count; a command run beside them reads the operator's own setting
+        workers = read.number("PORTAL_WORKERS", None, 1, 1024) or read.number("WEB_CONCURRENCY", None, 1, 1024)
+        problems = production_problems(settings, workers=workers)
         if problems:
             raise SettingsError(problems[0])
     return settings

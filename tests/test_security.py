@@ -169,8 +169,14 @@ def test_a_one_character_hmac_secret_is_refused():
 
 def test_several_workers_need_redis_in_production():
     assert "PORTAL_REDIS_URL" in refusal(PORTAL_WORKERS="2")
-    assert "unless PORTAL_WORKERS=1" in refusal(PORTAL_WORKERS=""), "an unknown number of workers may be several"
+    assert "unless WEB_CONCURRENCY=1" in refusal(PORTAL_WORKERS=""), "an unknown number of workers may be several"
     assert load_settings(production(PORTAL_WORKERS="2", PORTAL_REDIS_URL="redis://127.0.0.1:6379/0"))
+    assert "PORTAL_REDIS_URL" in refusal(PORTAL_WORKERS="", WEB_CONCURRENCY="3")
+
+
+def test_a_command_beside_one_worker_runs_without_redis():
+    """README's single container: WEB_CONCURRENCY=1 in portal.env, where the CLI commands read it too."""
+    assert not load_settings(production(PORTAL_WORKERS="", WEB_CONCURRENCY="1")).redis_url
 
 
 def test_the_test_environment_keeps_the_demo_values():
