@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dotenv import find_dotenv, load_dotenv
 from flask import Flask
+from flask.cli import NoAppException
 from sqlalchemy.orm import configure_mappers
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -80,6 +81,9 @@ def check_settings(config: Mapping | None = None, instance_path: str = "instance
             load_dotenv(Path.cwd() / ".env")
         return load_settings(config, instance_path=instance_path, testing=bool(config and config.get("TESTING")))
     except SettingsError as error:
+        if os.environ.get("FLASK_RUN_FROM_CLI") == "true" and {"--help", "-h"} & set(sys.argv):
+            # `flask --help` lists the commands (Flask's own and `keys`) below the error instead of stopping
+            raise NoAppException(f"portal: configuration error: {error}") from None
         print(f"portal: configuration error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
 

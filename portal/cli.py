@@ -47,7 +47,8 @@ from .webhooks.store import event_document, iter_events, prune_events
 
 users = AppGroup("users", help="Manage staff accounts; every change is audited as cli:<your user name>.")
 audit = AppGroup("audit", help="The audit log: who saw personal data or changed an account, and when.")
-keys = AppGroup("keys", help="Key pairs for the self-signed JWT (seed §5.3).")
+# A plain group: it needs no app, so it also works before the settings that name its key are complete.
+keys = click.Group("keys", help="Key pairs for the self-signed JWT (seed §5.3).")
 events = AppGroup("events", help="Stored webhook events: retention, export, test deliveries.")
 flows = AppGroup("flows", help="The flow index: the portal's own read model of every flow.")
 subjects = AppGroup("subjects", help="Subject requests: a person's stored records, exported or erased.")

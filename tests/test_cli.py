@@ -205,3 +205,32 @@ def test_a_database_the_command_cannot_use_is_one_line(sandbox, tmp_path, databa
         assert words in result.output and "Traceback" not in result.output, (args, result.output)
     if database == "unmigrated":
         assert "flask --app portal db upgrade" in result.output
+
+
+def flask_command(tmp_path, *args, **env):
+    """The `flask` command as an operator runs it, in an empty directory with only `env` set."""
+    import subprocess
+    import sys
+
+    environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)} | env
+    command = [sys.executable, "-m", "flask", "--app", "portal", *args]
+    return subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=60)
+
+
+def test_a_key_pair_comes_before_the_settings_that_name_it(tmp_path):
+    """README's self-signed JWT set-up names keys/KID.pem in FLOW_JWT_PRIVATE_KEY; `keys generate` makes that file
+    though the configuration cannot start without it (nor with anything else missing)."""
+    settings = {"FLOW_AUTH_MODE": "self_signed_jwt", "FLOW_JWT_PRIVATE_KEY": "keys/k1.pem"}
+    made = flask_command(tmp_path, "keys", "generate", "--kid", "k1", **settings)
+    assert made.returncode == 0, made.stderr
+    assert stat.S_IMODE((tmp_path / "keys" / "k1.pem").stat().st_mode) == 0o600
+    assert json.loads((tmp_path / "keys" / "k1.jwks.json").read_text())["keys"][0]["kid"] == "k1"
+
+
+def test_help_lists_the_commands_under_the_configuration_error(tmp_path):
+    shown = flask_command(tmp_path, "--help")
+    assert shown.returncode == 0
+    assert "configuration error: FLOW_API_URL is required" in shown.stderr and "keys" in shown.stdout
+    refused = flask_command(tmp_path, "users", "list")
+    assert refused.returncode == 2 and "FLOW_API_URL is required" in refused.stderr
+    assert "Traceback" not in refused.stderr
