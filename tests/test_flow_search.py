@@ -10,6 +10,7 @@ from html import unescape
 from zoneinfo import ZoneInfo
 
 import pytest
+from sqlalchemy import update
 from support import add_user, sign_in
 from test_views import FLOW_ROW, links
 
@@ -152,18 +153,30 @@ def test_a_repeated_reference_lists_its_flows_instead_of_choosing_one(world):
     assert shared.status_code == 302 and shared.headers["Location"].endswith("/flows?q=XR-7")
 
 
+EXTRA = (("C-10038", "f-c2"), ("D-10038", "f-d-now"))
+
+
 def test_a_bare_number_suggests_the_references_it_ends(make_app, database_url):
     app = make_app(database=database_url, WTF_CSRF_ENABLED=False)
     now = datetime.now(timezone.utc)
     references = {"LA-10038": "f-la", "B10038": "f-b", "LA-110038": "f-longer", "LA-10039": "f-other"}
+    references |= {"C-10038": "f-c1", "D-10038": "f-d-gone"}
+    seen = [Observation(flow, LIST, now, now, reference_id=ref, archived=False) for ref, flow in references.items()]
+    seen += [Observation(flow, LIST, now, now, reference_id=ref, archived=False) for ref, flow in EXTRA]
     with app.app_context():
-        seen = [Observation(flow, LIST, now, now, reference_id=ref, archived=False) for ref, flow in references.items()]
         apply_observations(seen, KEY)
+        db.session.execute(update(FlowRecord).where(FlowRecord.flow_id == "f-d-gone").values(gone_at=now))
+        db.session.commit()
     staff = client_for(app)
     page = staff.get("/flows?q=10038").text
     assert "No flows in the index match this search." in page
     meant = re.search(r'data-testid="meant">(.*?)</p>', page, re.DOTALL)[1]
-    assert re.findall(r'<a href="/flows/([^"]+)">([^<]+)</a>', meant) == [("f-b", "B10038"), ("f-la", "LA-10038")]
+    assert re.findall(r'<a href="([^"]+)">([^<]+)</a>', meant) == [
+        ("/flows/f-b", "B10038"),
+        ("/flows?q=C-10038", "C-10038"),  # two current flows share it: the list of them
+        ("/flows/f-d-now", "D-10038"),  # the one the service still lists, not the gone one beside it
+        ("/flows/f-la", "LA-10038"),
+    ], "each reference once"
     assert 'data-testid="meant"' not in staff.get("/flows?q=LA-10").text, "only a bare number of three digits up"
     assert 'data-testid="meant"' not in staff.get("/flows?q=38").text
 

@@ -100,24 +100,28 @@ def index_knows_reference(text: str) -> bool:
     return db.session.scalar(query) is not None
 
 
-def references_ending_in(number: str, most: int = 5) -> list[tuple[str, str]]:
+def references_ending_in(number: str, most: int = 5) -> list[tuple[str, str | None]]:
     """(reference, flow id) of flows whose reference is `number` behind a prefix ("LA-10038" for "10038"): what
-    staff meant who typed only the number a customer read out. A scan of the index: only for a search that found
-    nothing."""
+    staff meant who typed only the number a customer read out; each reference once, the flow id None when several
+    flows the service still lists share it. A scan of the index: only for a search that found nothing."""
     if not (number.isascii() and number.isdigit() and 3 <= len(number) <= MAX_IDENTIFIER):
         return []
     query = (
-        select(FlowRecord.reference_id, FlowRecord.flow_id)
+        select(FlowRecord.reference_id, FlowRecord.flow_id, FlowRecord.gone_at.is_not(None))
         .where(FlowRecord.reference_id.like(f"%{number}"), FlowRecord.reference_id != number)
-        .order_by(FlowRecord.reference_id)
+        # flows the service still lists first: one it no longer lists (gone) only when no other has the reference
+        .order_by(FlowRecord.reference_id, FlowRecord.gone_at.is_not(None), FlowRecord.id.desc())
         .limit(50)
     )
-    found = [
-        (reference, flow_id)
-        for reference, flow_id in db.session.execute(query)
-        if reference is not None and not reference[: -len(number)][-1:].isdigit()  # not "110038" for "10038"
-    ]
-    return found[:most]
+    found: dict[str, str | None] = {}
+    for reference, flow_id, gone in db.session.execute(query):
+        if reference is None or reference[: -len(number)][-1:].isdigit():  # not "110038" for "10038"
+            continue
+        if reference not in found:
+            found[reference] = flow_id
+        elif not gone:
+            found[reference] = None  # several current flows: the list of them
+    return list(found.items())[:most]
 
 
 def search_page(
