@@ -138,17 +138,21 @@ def enable_user(username: str):
 @click.argument("role", type=click.Choice(ROLES))
 def set_role(username: str, role: str):
     """Change an account's role."""
-    _apply(change_role, _user(username), role)
-    click.echo(f"{username} is now {role}")
+    user = _user(username)
+    _apply(change_role, user, role)
+    click.echo(f"{user.username} is now {role}")
 
 
 @users.command("set-password")
 @click.argument("username")
-@_password_option
-def set_user_password(username: str, password: str):
+@click.option("--password", help="Prompted for when not given; piped input works too.")
+def set_user_password(username: str, password: str | None):
     """Give an account a new password; its sessions end at their next request."""
-    _apply(change_password, _user(username), password)
-    click.echo(f"new password set for {username}")
+    user = _user(username)  # an unknown name is said before a password is asked for
+    if password is None:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    _apply(change_password, user, password)
+    click.echo(f"new password set for {user.username}")
 
 
 @users.command("unlock")
@@ -352,7 +356,9 @@ def send_test(url: str | None):
     except requests.RequestException as error:
         raise click.ClickException(f"cannot post to {target}: {type(error).__name__}") from None
     if not 200 <= answer.status_code < 300:
-        raise click.ClickException(f"{target} answered {answer.status_code}: {answer.text[:200]}")
+        # a JSON answer's words, never a whole HTML page in a one-line error
+        said = ": " + " ".join(answer.text.split())[:200] if "json" in answer.headers.get("Content-Type", "") else ""
+        raise click.ClickException(f"{target} answered {answer.status_code} {answer.reason}{said}")
     click.echo(f"delivered {event_id} to {target}: {answer.status_code}")
 
 

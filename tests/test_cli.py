@@ -148,6 +148,10 @@ def test_users_enable_set_password_and_sign_out(cli_app):
     assert sign_in(browser, "kari", "a new long password").status_code == 302
     assert invoke(app, "users", "sign-out", "kari").exit_code == 0
     assert browser.get("/flows").headers["Location"].startswith("/login")
+    nobody = invoke(app, "users", "set-password", "nobody", input="never asked for\n" * 2)
+    assert nobody.exit_code != 0 and "no user named 'nobody'" in nobody.output
+    assert "Password" not in nobody.output, "an unknown name is said before a password is asked for"
+    assert invoke(app, "users", "set-role", "KARI", "viewer").output.strip() == "kari is now viewer"
     assert invoke(app, "users", "disable", "kari").exit_code == 0
     assert invoke(app, "users", "enable", "kari").exit_code == 0
     assert "active" in invoke(app, "users", "list").output

@@ -78,7 +78,7 @@ def test_an_hmac_signature_in_capitals_or_without_prefix_is_accepted(make_app):
 
 @pytest.mark.parametrize("scheme", ["standard-webhooks", "hmac-sha256"])
 def test_what_the_portal_signs_its_own_receiver_accepts(scheme):
-    """`flask webhooks send-test` signs with signed_headers: the receiver's verify_delivery must accept it."""
+    """`flask events send-test` signs with signed_headers: the receiver's verify_delivery must accept it."""
     secret = DEMO_WEBHOOK_SECRET if scheme == "standard-webhooks" else HMAC_SECRET
     body = json.dumps({"id": "evt-signed", "type": "flow.status_changed"})
     headers = signed_headers(scheme, secret, "msg_1", datetime.now(timezone.utc), body, "X-Flow-Signature")
