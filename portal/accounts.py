@@ -102,7 +102,7 @@ def find_sso_account(subject: str) -> User | None:
 def create_account(username: str, role: str, password: str, sso_subject: str | None = None, *, actor: str) -> User:
     """A new staff account."""
     if not USERNAME.fullmatch(username):
-        raise AccountError(_("A username is 1–80 letters, digits or . _ @ -"))
+        raise AccountError(_("A username is 1–80 characters: letters a–z, digits or . _ @ - (no å, ä, ö or spaces)"))
     _check_role(role)
     _check_password(password, username)
     taken = _named_alike(username)

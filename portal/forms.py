@@ -1,8 +1,8 @@
 """The portal's forms; Flask-WTF adds the CSRF token to each."""
 
 import ipaddress
+import unicodedata
 from datetime import date
-from urllib.parse import urlsplit
 
 from flask import flash
 from flask_babel import gettext as _
@@ -37,6 +37,7 @@ from .nationalid import (
     is_valid,
     validate_national_id,
 )
+from .settings import is_http_url
 
 
 def printable(form, field) -> None:
@@ -46,11 +47,14 @@ def printable(form, field) -> None:
 
 
 def http_url(form, field) -> None:
-    if not field.data:
-        return
-    parts = urlsplit(field.data.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationError(_("Enter a full address starting with https:// (or http://)."))
+    if field.data and not is_http_url(field.data.strip()):
+        raise ValidationError(_("Enter a full address starting with https:// (or http://), without spaces."))
+
+
+def has_a_letter(form, field) -> None:
+    """A name holds at least one letter of some script: not only apostrophes, hyphens or accents on nothing."""
+    if field.data and not any(unicodedata.category(character).startswith("L") for character in field.data):
+        raise ValidationError(_("A last name needs at least one letter."))
 
 
 COUNTRY_NAMES = {"no": _l("Norway"), "se": _l("Sweden"), "fi": _l("Finland")}
@@ -117,7 +121,9 @@ class CreateFlowForm(FlaskForm):
         render_kw={"autocomplete": "off", "spellcheck": "false"},
     )
     last_name = StringField(
-        _l("Last name"), validators=[DataRequired(), Length(max=100), printable], render_kw={"autocomplete": "off"}
+        _l("Last name"),
+        validators=[DataRequired(), Length(max=100), printable, has_a_letter],
+        render_kw={"autocomplete": "off"},
     )
     redirect_url = StringField(
         _l("Redirect URL"),

@@ -10,10 +10,11 @@ from stdnum.fi import hetu
 from stdnum.no import fodselsnummer
 from stdnum.se import personnummer
 
+# The examples are synthetic test identities (README: the create form's test identities): no real person's.
 NUMBERS = {
-    "no": (fodselsnummer, _l("Norwegian fødselsnummer"), _l("11 digits, e.g. 15108695088")),
-    "se": (personnummer, _l("Swedish personnummer"), _l("YYMMDD-NNNN, e.g. 811218-9876")),
-    "fi": (hetu, _l("Finnish henkilötunnus"), _l("DDMMYY-NNNC, e.g. 131052-308T")),
+    "no": (fodselsnummer, _l("Norwegian fødselsnummer"), _l("11 digits, e.g. 16822548834")),
+    "se": (personnummer, _l("Swedish personnummer"), _l("YYMMDD-NNNN, e.g. 900602-2397")),
+    "fi": (hetu, _l("Finnish henkilötunnus"), _l("DDMMYY-NNNC, e.g. 010190-900P")),
 }
 PROBLEMS = (
     (InvalidLength, _l("it has the wrong number of characters")),

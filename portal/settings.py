@@ -188,7 +188,7 @@ class _Reader:
         value = self.required(name) if required else self.text(name, default)
         if value is None:
             return None
-        if not _is_http_url(value):
+        if not is_http_url(value):
             raise SettingsError(f"{name} must be an absolute http(s) URL, got {value!r}")
         return value.rstrip("/")
 
@@ -212,7 +212,7 @@ class _Reader:
         return value
 
 
-def _is_http_url(value: str) -> bool:
+def is_http_url(value: str) -> bool:
     """An absolute http(s) URL with a host and, if any, a port a socket can have; no spaces."""
     try:
         parts = urlsplit(value)

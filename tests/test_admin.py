@@ -81,7 +81,8 @@ def test_two_accounts_made_before_names_were_compared_so_need_their_exact_name(a
         ({"password": "kari123456", "confirm": "kari123456"}, "too easy to guess"),  # the username with digits
         ({"confirm": "something else"}, "The passwords differ"),
         ({"password": "Long-pass-" * 26, "confirm": "Long-pass-" * 26}, "at most 256 characters"),
-        ({"username": "has space"}, "A username is 1–80 letters"),
+        ({"username": "has space"}, "A username is 1–80 characters: letters a–z"),
+        ({"username": "kåre"}, "(no å, ä, ö or spaces)"),
         ({"username": "admin-user"}, "exists already"),
         ({"role": "emperor"}, "Not a valid choice"),
     ],

@@ -84,7 +84,7 @@ def test_the_test_environment_offers_the_synthetic_identities(signed_in):
     for country in ("no", "se", "fi"):
         for number in example_synthetic_ids(country):
             assert f'data-synthetic-id="{number}" data-country="{country}"' in page
-    assert "js/create-flow.js" in page and "e.g. 15108695088" in page  # the format, with an example
+    assert "js/create-flow.js" in page and "e.g. 16822548834" in page  # the format, with a synthetic example
 
 
 @pytest.mark.parametrize("number", [example_synthetic_ids(country)[0] for country in ("no", "se", "fi")])

@@ -427,11 +427,13 @@ def test_an_unconfirmed_create_is_kept_when_the_list_cannot_tell(make_app, make_
     assert sandbox.stats()["flows_created"] == 0
 
 
-def test_upstream_field_errors_land_on_the_field(signed_in, sandbox):
-    page = create_form(signed_in("operator"), redirect_url="https://lender.example/a b")
+def test_upstream_field_errors_land_on_the_field(make_app, make_sandbox):
+    sandbox = make_sandbox(SANDBOX_WEBHOOK_ALLOW="https://portal.example")  # a webhook elsewhere is refused there
+    client = staff_client(make_app, sandbox_url=sandbox.url)
+    page = create_form(client, webhook_url="https://elsewhere.example/hook")
     assert page.status_code == 422
     assert any("The Flow Service says" in error for error in field_errors(page))
-    again = create_form(signed_in("operator"), last_name="Good")
+    again = create_form(client, last_name="Good", webhook_url="")
     assert again.status_code == 302, "the failed submission does not block a corrected one"
 
 
@@ -607,3 +609,33 @@ def test_flow_links_are_the_routers_own(app, flow_id):
     for script_root in ("", "/portal"):
         with app.test_request_context("/flows", environ_overrides={"SCRIPT_NAME": script_root}):
             assert flow_url(flow_id) == url_for("flows.detail", flow_id=flow_id)
+
+
+def test_a_rate_limited_create_says_when_to_send_again_in_sentences(make_app, make_sandbox):
+    sandbox = make_sandbox()
+    client = staff_client(make_app, sandbox_url=sandbox.url, FLOW_RETRIES="0")
+    sandbox.fault(mode="rate_limit", retry_after=30, count=1)
+    page = unescape(create_form(client, last_name="Waiting").text)
+    assert "The flow was not created: Too many requests. You can send the form again in 30 seconds." in page
+    assert 'value="Waiting"' in page
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"last_name": "'"}, "A last name needs at least one letter."),
+        ({"last_name": "\u0301\u0301\u0301"}, "A last name needs at least one letter."),
+        ({"redirect_url": "http://exa mple.com/done"}, "without spaces"),
+        ({"webhook_url": "http://hooks.example:99999/in"}, "without spaces"),
+    ],
+)
+def test_a_name_without_letters_or_an_address_that_cannot_work_is_refused_here(signed_in, sandbox, change, words):
+    page = create_form(signed_in("operator"), **change)
+    assert page.status_code == 200 and words in unescape(page.text)
+    assert sandbox.stats()["flows_created"] == 0
+
+
+def test_the_create_forms_examples_are_test_identities(signed_in):
+    page = signed_in("operator").get("/flows/new").text
+    examples = re.findall(r"e\.g\. ([0-9A-Z-]+)", page)
+    assert examples == ["16822548834", "900602-2397", "010190-900P"], "no real person's number as an example"

@@ -652,7 +652,7 @@ def test_send_test_reports_a_refusal(sandbox, database_url, serve):
     sending = create_app(portal_config(sandbox.url, database_url, FLOW_WEBHOOK_SECRETS=SECRET))
     result = sending.test_cli_runner().invoke(args=["events", "send-test", "--url", url])
     assert result.exit_code != 0 and "401" in result.output
-    assert 'invalid signature' in result.output and len(result.output.strip().splitlines()) == 1
+    assert "invalid signature" in result.output and len(result.output.strip().splitlines()) == 1
     nowhere = sending.test_cli_runner().invoke(args=["events", "send-test", "--url", url.replace(PATH, "/nope")])
     assert "answered 404 NOT FOUND" in nowhere.output and "<" not in nowhere.output, "no HTML page in one line"
     with receiving.app_context():

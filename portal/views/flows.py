@@ -1,6 +1,7 @@
 """Flows: the list (live, or searched in the index, and its CSV export), the detail page, creating a flow."""
 
 import logging
+import math
 import secrets
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -462,8 +463,11 @@ def _not_confirmed(form: CreateFlowForm, error: FlowApiError):
         forget_submission(form.submission.data)
         flash(
             _(
-                "The flow was not created: %(problem)s You can send the form again.%(support)s",
-                problem=error.reason or upstream_explained(error),
+                "The flow was not created: %(problem)s You can send the form again%(when)s.%(support)s",
+                problem=_as_sentence(error.reason) if error.reason else upstream_explained(error),
+                when=_(" in %(seconds)d seconds", seconds=math.ceil(error.retry_after))
+                if isinstance(error, RateLimited) and error.retry_after
+                else "",
                 support=_(" (for support: %(code)s)", code=error.support_code) if error.support_code else "",
             ),
             "danger",
@@ -546,6 +550,12 @@ def _created_since(national_id: str, sent_at: datetime) -> FlowSummary | str:
 
 def _same_person(one: NationalId | None, other: NationalId) -> bool:
     return one is not None and (one.country, one.canonical) == (other.country, other.canonical)
+
+
+def _as_sentence(text: str) -> str:
+    """The service's words as a sentence of the message: "Too many requests" → "Too many requests."."""
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def _surely_not_created(error: FlowApiError) -> bool:
