@@ -10,7 +10,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
-from . import database, staff_sessions
+from . import database, requestid, staff_sessions
 from .database import DatabaseUnavailable
 from .extensions import db
 from .flowapi import (
@@ -172,7 +172,8 @@ def render_error(
         advice=advice,
         reason=reason,
         reason_from_identity_provider=reason_from_identity_provider,
-        support_code=support_code,
+        # the portal's own request id when the service gave none: the log lines of this request carry it
+        support_code=support_code or requestid.current(),
         retry_url=retry_url or _retry_url(retry),
     ), status
 

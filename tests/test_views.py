@@ -508,8 +508,17 @@ def test_bad_portal_credentials_are_a_page(make_app, make_user):
 
 
 def test_unknown_page_is_a_404_page(signed_in):
-    page = signed_in("viewer").get("/nowhere")
+    page = signed_in("viewer").get("/nowhere", headers={"X-Request-Id": "support-404"})
     assert page.status_code == 404 and "Not found" in page.text
+    assert '<code data-testid="support-code">support-404</code>' in page.text, "the id the log lines carry"
+
+
+def test_an_unexpected_failure_shows_the_request_id_support_can_find_in_the_log(app, signed_in, caplog):
+    app.add_url_rule("/broken", "broken", lambda: 1 / 0)  # a failure no portal page has, to see the page it gets
+    page = signed_in("viewer").get("/broken", headers={"X-Request-Id": "support-500"})
+    assert page.status_code == 500 and '<code data-testid="support-code">support-500</code>' in page.text
+    assert "ZeroDivisionError" not in page.text
+    assert any(record.exc_info and "/broken" in record.getMessage() for record in caplog.records), "logged"
 
 
 # -- every page --------------------------------------------------------------------------------
