@@ -250,6 +250,16 @@ def test_production_refuses_the_sandboxs_token_endpoint_naming_the_setting(make_
     assert (raised.value.status, raised.value.code) == (200, "sandbox_in_production")
 
 
+def test_production_refuses_the_sandbox_also_when_it_refuses_the_client(make_sandbox):
+    """A client the sandbox does not know gets its 401 (marked like every answer of it): the sandbox is named, not
+    the credentials, however authlib orders its hooks."""
+    sandbox = make_sandbox()
+    for _ in range(5):
+        with pytest.raises(SandboxInProduction) as raised:
+            build_client(load_settings(portal_config(sandbox.url, "sqlite://", **production_settings()))).list_flows()
+        assert raised.value.status == 401 and str(raised.value).endswith(SANDBOX_ADVICE)
+
+
 def test_production_refuses_the_sandboxs_api_with_the_request_named(make_sandbox, trusted_keys_file, client_key):
     sandbox = make_sandbox(SANDBOX_TRUSTED_KEYS=str(trusted_keys_file))
     config = portal_config(sandbox.url, "sqlite://", **production_settings(), **jwt_settings(client_key))

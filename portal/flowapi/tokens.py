@@ -98,9 +98,10 @@ class ClientCredentialsProvider:
             scope=" ".join(scopes),
             default_timeout=timeout,
         )
-        if refuse_sandbox:  # production; registered first so that even its error answers are refused
-            self._session.register_compliance_hook("access_token_response", _refuse_sandbox)
-        self._session.register_compliance_hook("access_token_response", _read_token_answer)
+        # One hook: authlib keeps its hooks in a set, in no order, and the sandbox must be refused before an error
+        # answer of its is read (production: a client the sandbox does not know was reported as bad credentials).
+        read = _refused_sandbox_then_read if refuse_sandbox else _read_token_answer
+        self._session.register_compliance_hook("access_token_response", read)
         # authlib's sync client has no lock: 16 threads on a cold cache would each fetch a token.
         self._lock = threading.Lock()
         self._current: _Token | None = None
@@ -236,6 +237,10 @@ class _Transient(Exception):
     def __init__(self, error: FlowApiError, retry_after: float | None = None):
         super().__init__(str(error))
         self.error, self.retry_after = error, retry_after
+
+
+def _refused_sandbox_then_read(response: requests.Response) -> requests.Response:
+    return _read_token_answer(_refuse_sandbox(response))
 
 
 def _refuse_sandbox(response: requests.Response) -> requests.Response:
