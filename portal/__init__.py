@@ -10,6 +10,7 @@ from dotenv import find_dotenv, load_dotenv
 from flask import Flask
 from flask.cli import NoAppException
 from sqlalchemy.orm import configure_mappers
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import (
@@ -59,8 +60,14 @@ def create_app(config: Mapping | None = None) -> Flask:
     settings = _load_settings(app, config)
     _configure(app, settings, config or {})
     logs.init_app(app, settings.log_level)  # first: its hooks time and log every request, redirected ones too
+    if settings.environment == "production" and not settings.webhook_secrets:
+        app.logger.warning(
+            "FLOW_WEBHOOK_SECRETS is empty: every webhook delivery will be refused (401, reason no_secret) until "
+            "the service's webhook secret is set"
+        )
     _init_extensions(app, settings)
     _register_blueprints(app, settings)
+    _refuse_a_webhook_path_over_a_page(app, settings.webhook_path)
     errors.init_app(app)
     security.init_app(app, https=settings.public_url.startswith("https://"))
     cli.init_app(app)
@@ -86,6 +93,20 @@ def check_settings(config: Mapping | None = None, instance_path: str = "instance
             raise NoAppException(f"portal: configuration error: {error}") from None
         print(f"portal: configuration error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _refuse_a_webhook_path_over_a_page(app: Flask, path: str) -> None:
+    """The webhook lane takes every POST to FLOW_WEBHOOK_PATH before any page sees it: it must not be a page's."""
+    try:
+        endpoint, _arguments = app.url_map.bind("localhost").match(path, method="GET")
+    except (NotFound, MethodNotAllowed):  # nothing to read there: the webhook's own route, or no route at all
+        return
+    except HTTPException:  # a redirect to a page's own address: a page all the same
+        endpoint = None
+    if endpoint == "webhooks.receive":
+        return
+    print(f"portal: configuration error: FLOW_WEBHOOK_PATH is a page of the portal: {path}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _refuse_a_parent_dotenv() -> None:

@@ -354,6 +354,7 @@ def _webhook_path(read: _Reader) -> str:
     path = read.text("FLOW_WEBHOOK_PATH", "/webhooks/flow")
     if not re.fullmatch(r"(/[A-Za-z0-9._~-]+)+", path):
         raise SettingsError(f"FLOW_WEBHOOK_PATH must be a path like /webhooks/flow, got {path!r}")
+
     return path
 
 
@@ -491,7 +492,7 @@ def load_settings(env: Mapping | None = None, *, instance_path: str = "instance"
         retry_budget=read.number("FLOW_RETRY_BUDGET", 8.0, 0, 300, kind=float),
         webhook_secrets=_webhook_secrets(read, webhook_scheme),
         webhook_scheme=webhook_scheme,
-        webhook_header=read.text("FLOW_WEBHOOK_HEADER", "X-Flow-Signature"),
+        webhook_header=_header_name(read, "FLOW_WEBHOOK_HEADER", "X-Flow-Signature"),
         webhook_path=_webhook_path(read),
         webhook_max_bytes=read.number("FLOW_WEBHOOK_MAX_BYTES", 256 * 1024, 1024, 16 * 1024 * 1024),
         webhook_shape=read.choice("FLOW_WEBHOOK_SHAPE", SHAPES, "auto"),

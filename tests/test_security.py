@@ -167,6 +167,14 @@ def test_a_one_character_hmac_secret_is_refused():
     assert "FLOW_WEBHOOK_SECRETS" in message and "24 random bytes" in message
 
 
+def test_production_without_a_webhook_secret_says_so_at_start(caplog):
+    create_app(production(FLOW_WEBHOOK_SECRETS=""))
+    assert "FLOW_WEBHOOK_SECRETS is empty: every webhook delivery will be refused" in caplog.text
+    caplog.clear()
+    create_app(production())
+    assert "FLOW_WEBHOOK_SECRETS is empty" not in caplog.text
+
+
 def test_several_workers_need_redis_in_production():
     assert "PORTAL_REDIS_URL" in refusal(PORTAL_WORKERS="2")
     assert "unless WEB_CONCURRENCY=1" in refusal(PORTAL_WORKERS=""), "an unknown number of workers may be several"

@@ -56,6 +56,7 @@ def settings_with(**changes):
         ({"PORTAL_DATABASE_URL": "garbage"}, "PORTAL_DATABASE_URL"),
         ({"PORTAL_DATABASE_URL": "mysql://user@db/portal"}, "PORTAL_DATABASE_URL"),
         ({"PORTAL_REDIS_URL": "garbage"}, "PORTAL_REDIS_URL"),
+        ({"FLOW_WEBHOOK_HEADER": "bad header"}, "FLOW_WEBHOOK_HEADER"),
     ],
 )
 def test_bad_settings_name_themselves(changes, named):
@@ -204,3 +205,16 @@ def test_database_and_redis_urls_of_the_documented_forms_are_taken():
         assert settings_with(PORTAL_DATABASE_URL=url).database_url == url
     for url in ("redis://127.0.0.1:6379/0", "rediss://:pw@cache.example:6380/1", "unix:///run/redis.sock"):
         assert settings_with(PORTAL_REDIS_URL=url).redis_url == url
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/login", "/flows", "/admin/users"])
+def test_a_webhook_path_that_is_a_page_of_the_portal_stops_it(path, capsys):
+    from portal import create_app
+
+    with pytest.raises(SystemExit) as stopped:
+        create_app(portal_config("http://127.0.0.1:8081", "sqlite://", FLOW_WEBHOOK_PATH=path))
+    assert stopped.value.code == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"portal: configuration error: FLOW_WEBHOOK_PATH is a page of the portal: {path}"
+    )
