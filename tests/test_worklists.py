@@ -323,6 +323,7 @@ def test_the_incident_queue_groups_open_incidents_with_message_flow_age_and_acti
     assert "—" in groups[1] and "1 incident" in groups[1] and "Scoring failed for 811218-••••" in groups[1]
     assert NATIONAL_ID not in page.text and "811218-9876" not in page.text
     assert "customer=151086•••••" in groups[0] and "1 day" in groups[0]
+    assert '<th scope="col">Known for</th>' in page.text and "first seen " in groups[0], "how long the portal knew it"
     for flow_id in troubled:
         assert f'href="/flows/{flow_id}"' in groups[0]
     assert re.search(r'<span class="action-label" data-action="assign">Assign</span>', groups[0]), "named, not a button"

@@ -41,9 +41,9 @@ KEY_COLUMNS = {
     "insights": [("[data-testid=status-table]", ("Status", "Flows", "Share"))],
     "stuck": [
         ("[data-testid=stuck-flows] table", ("Reference", "Consent", "Without change")),
-        ("[data-testid=incident-flows] table", ("Reference", "Consent", "Open incidents", "Open for")),
+        ("[data-testid=incident-flows] table", ("Reference", "Consent", "Open incidents", "Known for")),
     ],
-    "incidents": [("[data-testid=incident-table]", ("Message", "Flow", "Consent", "Open for"))],
+    "incidents": [("[data-testid=incident-table]", ("Message", "Flow", "Consent", "Known for"))],
 }
 # Controls that must be whole on a phone: (name, CSS selector of the first such control).
 KEY_CONTROLS = {
