@@ -4,7 +4,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from flask import Flask, g, has_request_context, request, session
-from flask_babel import get_locale, get_translations
+from flask_babel import format_number, get_locale, get_translations
 from flask_login import current_user
 from jinja2 import pass_context
 from jinja2.runtime import Context
@@ -112,6 +112,16 @@ def _page_gettext(context: Context, message: str, **variables: Any) -> str:
     return text % variables if variables or "%" in text else text
 
 
+@pass_context
+def _page_ngettext(context: Context, singular: str, plural: str, num: int, **variables: Any) -> str:
+    """Jinja's newstyle ngettext, with `%(num)s` written as the reader's language groups numbers (8,760 hours)."""
+    text = request_translations().ungettext(singular, plural, num)
+    if context.eval_ctx.autoescape:
+        text = Markup(text)  # noqa: S704 - our own catalogues, as Jinja's newstyle gettext trusts them
+    variables.setdefault("num", format_number(num))
+    return text % variables
+
+
 def init_app(app: Flask) -> None:
     babel.init_app(app, locale_selector=select_language)
     app.jinja_env.install_gettext_callables(  # type: ignore[attr-defined]  # added by jinja2.ext.i18n, untyped
@@ -124,6 +134,7 @@ def init_app(app: Flask) -> None:
     # `_` straight to the catalogue: Jinja's own alias reaches it through two more context calls, and a page
     # says `_` a few dozen times. The same rule as Jinja's newstyle gettext: autoescaped, always formatted.
     app.jinja_env.globals["_"] = app.jinja_env.globals["gettext"] = _page_gettext
+    app.jinja_env.globals["ngettext"] = _page_ngettext
 
     @app.context_processor
     def language_context():

@@ -204,9 +204,9 @@ def _content_notices(query: ListQuery, page: FlowPage) -> list[str]:
     if blank:
         notices.append(
             ngettext(
-                "The Flow Service lists %(num)d flow without any details (as its specification shows), "
+                "The Flow Service lists %(num)s flow without any details (as its specification shows), "
                 "so it cannot be shown or opened here.",
-                "The Flow Service lists %(num)d flows without any details (as its specification shows), "
+                "The Flow Service lists %(num)s flows without any details (as its specification shows), "
                 "so they cannot be shown or opened here.",
                 blank,
             )
@@ -214,8 +214,8 @@ def _content_notices(query: ListQuery, page: FlowPage) -> list[str]:
     if without_id:
         notices.append(
             ngettext(
-                "The Flow Service sent %(num)d flow without an id, so it cannot be opened from here.",
-                "The Flow Service sent %(num)d flows without an id, so they cannot be opened from here.",
+                "The Flow Service sent %(num)s flow without an id, so it cannot be opened from here.",
+                "The Flow Service sent %(num)s flows without an id, so they cannot be opened from here.",
                 without_id,
             )
         )
@@ -223,8 +223,8 @@ def _content_notices(query: ListQuery, page: FlowPage) -> list[str]:
     if archived and not query.archived:
         notices.append(
             ngettext(
-                "The Flow Service included %(num)d archived flow in the current list.",
-                "The Flow Service included %(num)d archived flows in the current list.",
+                "The Flow Service included %(num)s archived flow in the current list.",
+                "The Flow Service included %(num)s archived flows in the current list.",
                 archived,
             )
         )

@@ -524,3 +524,12 @@ def test_a_flood_of_task_types_keeps_the_queue_one_page_of_previews_and_names(po
     assert other.count("<li>") == LISTED_GROUPS - PREVIEWED_GROUPS and "type=type-020" in other
     assert "5 smaller groups are not listed here" in page
     assert f"{LISTED_GROUPS + 5} open incidents" in page
+
+
+def test_counts_in_sentences_are_grouped_as_the_language_groups_numbers(portal):
+    staff = staff_at(portal, datetime.now(UTC))
+    english = staff.get("/insights/stuck?hours=8760").text
+    assert "without change for more than 8,760 hours" in english
+    assert staff.post("/language", data={"language": "nb", "next": "/flows"}).status_code == 302
+    norwegian = unescape(staff.get("/insights/stuck?hours=8760").text)
+    assert "8\u00a0760 timer" in norwegian
