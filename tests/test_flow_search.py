@@ -132,6 +132,15 @@ def test_a_reference_or_flow_id_goes_straight_to_the_flow(world):
         assert answer.status_code == 302 and answer.headers["Location"] == f"/flows/{flow_id}", written
 
 
+def test_the_start_of_a_flow_id_as_the_list_shows_it_finds_the_flow(world):
+    flow_id = world.flows[2]["flowId"]
+    for written in (flow_id[:8], flow_id[:8].upper(), flow_id[:13], f" {flow_id[:10]} "):
+        answer = world.staff.get("/flows", query_string={"q": written})
+        assert answer.status_code == 302 and answer.headers["Location"] == f"/flows/{flow_id}", written
+    assert ids(world.staff.get("/flows", query_string={"q": flow_id[:7]}, follow_redirects=True)) == [], "8 or more"
+    assert world.staff.get(f"/flows/{flow_id[:8]}").headers["Location"] == f"/flows/{flow_id}", "typed in the address"
+
+
 def test_a_reference_in_the_address_goes_to_its_flow(world):
     flow = world.flows[2]
     for written in (flow["referenceId"], flow["referenceId"].lower()):

@@ -87,7 +87,8 @@ class ResultPage:
 
 
 def flow_named(text: str) -> str | None:
-    """The flow id of the one flow whose reference or flow id is `text` (in any letter case), else None."""
+    """The flow id of the one flow whose reference or flow id is `text` (in any letter case), or whose flow id starts
+    with it (8 hex digits or more, as the lists show ids cut), else None."""
     if len(text) > MAX_IDENTIFIER or not text.isprintable():
         return None  # no reference or flow id looks like this (and PostgreSQL refuses a NUL)
     found = db.session.scalars(select(FlowRecord.flow_id).where(_identifier_clause(text)).limit(2)).all()
@@ -267,7 +268,19 @@ def _text_clause(text: str):
 
 def _identifier_clause(text: str):
     spellings = _spellings(text)
-    return or_(FlowRecord.reference_id.in_(spellings), FlowRecord.flow_id.in_(spellings))
+    clauses = [FlowRecord.reference_id.in_(spellings), FlowRecord.flow_id.in_(spellings)]
+    if _UUID_START.fullmatch(text.lower()):  # the start of a flow id, as the lists show it cut ("10975e85")
+        start = text.lower()
+        clauses.append(
+            FlowRecord.flow_id.op("GLOB")(start + "*")
+            if db.engine.dialect.name == "sqlite"  # case-sensitive: the flow_id index serves it
+            else FlowRecord.flow_id.like(start + "%")
+        )
+    return or_(*clauses)
+
+
+# 8 hex digits or more of a UUID's start, its hyphens where a UUID has them: no LIKE or GLOB wildcard in it.
+_UUID_START = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{0,4}){0,3}(-[0-9a-f]{0,12})?")
 
 
 def _spellings(text: str) -> set[str]:
