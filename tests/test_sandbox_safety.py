@@ -245,6 +245,13 @@ def test_serve_refuses_a_non_loopback_host_in_one_line(host):
     assert host in finished.stderr and "SANDBOX_ALLOW_REMOTE=1" in finished.stderr
 
 
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_serve_refuses_a_port_no_socket_has(port):
+    command, env = sandbox_command("--port", port)
+    finished = subprocess.run(command, env=env, cwd=REPOSITORY, capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 2 and "a port is a number from 0 to 65535" in finished.stderr
+
+
 def test_serve_reports_a_bad_setting_in_one_line():
     command, env = sandbox_command(SANDBOX_ALLOW_REMOTE="perhaps")
     finished = subprocess.run(command, env=env, cwd=REPOSITORY, capture_output=True, text=True, timeout=60)
