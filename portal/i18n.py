@@ -1,10 +1,12 @@
 """Languages of the portal's pages: English, Norwegian bokmål, Swedish and Finnish, chosen per person."""
 
 from collections.abc import Callable, Hashable
+from functools import lru_cache
 from typing import Any, TypeVar
 
+from babel.numbers import format_decimal
 from flask import Flask, g, has_request_context, request, session
-from flask_babel import format_number, get_locale, get_translations
+from flask_babel import get_locale, get_translations
 from flask_login import current_user
 from jinja2 import pass_context
 from jinja2.runtime import Context
@@ -118,8 +120,14 @@ def _page_ngettext(context: Context, singular: str, plural: str, num: int, **var
     text = request_translations().ungettext(singular, plural, num)
     if context.eval_ctx.autoescape:
         text = Markup(text)  # noqa: S704 - our own catalogues, as Jinja's newstyle gettext trusts them
-    variables.setdefault("num", format_number(num))
+    variables.setdefault("num", grouped(num, request_words().language))
     return text % variables
+
+
+@lru_cache(maxsize=1024)
+def grouped(number: int, language: str) -> str:
+    """`number` as `language` writes it (8,760; 8 760), kept once made: a page counts in a sentence or two."""
+    return format_decimal(number, locale=language)
 
 
 def init_app(app: Flask) -> None:
