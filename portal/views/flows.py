@@ -538,18 +538,19 @@ def _created_since(national_id: str, sent_at: datetime) -> FlowSummary | str:
     creation time, or more flows created since than one page holds)."""
     person, since = read_national_id(national_id), sent_at - CLOCK_SKEW
     page = flow_client().list_flows(limit=NEWEST_LOOKED_AT)
+    if person is None or not all(item.id and item.created_at and item.national_id for item in page.items):
+        return UNSURE
     for item in page.items:
-        if not (item.id and item.created_at and item.national_id):
-            return UNSURE
-        if item.created_at < since:
-            return NOT_CREATED  # newest first: every flow created since was on the page before this one
-        if person and _same_person(read_national_id(item.national_id, person.country), person):
+        if item.created_at and item.created_at >= since and _same_person(item.national_id, person):
             return item
-    return NOT_CREATED if page.has_more is False else UNSURE
+    # Newest first (DESIGN): a flow created before the first send, or the end of the list, means none was missed.
+    reaches_back = any(item.created_at and item.created_at < since for item in page.items)
+    return NOT_CREATED if reaches_back or page.has_more is False else UNSURE
 
 
-def _same_person(one: NationalId | None, other: NationalId) -> bool:
-    return one is not None and (one.country, one.canonical) == (other.country, other.canonical)
+def _same_person(written: str | None, person: NationalId) -> bool:
+    found = read_national_id(written, person.country)
+    return found is not None and (found.country, found.canonical) == (person.country, person.canonical)
 
 
 def _as_sentence(text: str) -> str:
