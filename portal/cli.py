@@ -121,16 +121,18 @@ def list_users():
 @click.argument("username")
 def disable_user(username: str):
     """Disable an account; its sessions end at their next request."""
-    _apply(set_disabled, _user(username), True)
-    click.echo(f"disabled {username}")
+    user = _user(username)
+    _apply(set_disabled, user, True)
+    click.echo(f"disabled {user.username}")
 
 
 @users.command("enable")
 @click.argument("username")
 def enable_user(username: str):
     """Enable a disabled account again."""
-    _apply(set_disabled, _user(username), False)
-    click.echo(f"enabled {username}")
+    user = _user(username)
+    _apply(set_disabled, user, False)
+    click.echo(f"enabled {user.username}")
 
 
 @users.command("set-role")
@@ -159,16 +161,18 @@ def set_user_password(username: str, password: str | None):
 @click.argument("username")
 def unlock_user(username: str):
     """Let USERNAME sign in again at once after too many failed attempts from anywhere."""
-    _apply(unlock_sign_in, _user(username))
-    click.echo(f"{username} may sign in again")
+    user = _user(username)
+    _apply(unlock_sign_in, user)
+    click.echo(f"{user.username} may sign in again")
 
 
 @users.command("sign-out")
 @click.argument("username")
 def sign_out_user(username: str):
     """End every session of an account, in every browser, at its next request."""
-    _apply(sign_out_everywhere, _user(username))
-    click.echo(f"every session of {username} ends at its next request")
+    user = _user(username)
+    _apply(sign_out_everywhere, user)
+    click.echo(f"every session of {user.username} ends at its next request")
 
 
 # -- audit -------------------------------------------------------------------------------------

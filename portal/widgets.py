@@ -101,7 +101,8 @@ def flow_status(status: FlowStatus, explain: bool = False) -> Markup:
 
 def _status_part(said: Words, label: str | None, reading: Reading, now: datetime) -> str:
     """One part: its label (none for "Archived"), its badge, where it came from and how long ago."""
-    opening = said(_part_opening, label, reading.value, said.gettext("Archived"))
+    # "archived": one flow's state (arkivert), not the tab of "Archived" flows (Arkiverte)
+    opening = said(_part_opening, label, reading.value, said.gettext("archived"))
     title = ""
     if reading.at:
         title = f' title="{said(_escaped, said(source_name, reading.source))} · {e(utc_time(reading.at))}"'

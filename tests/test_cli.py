@@ -152,6 +152,9 @@ def test_users_enable_set_password_and_sign_out(cli_app):
     assert nobody.exit_code != 0 and "no user named 'nobody'" in nobody.output
     assert "Password" not in nobody.output, "an unknown name is said before a password is asked for"
     assert invoke(app, "users", "set-role", "KARI", "viewer").output.strip() == "kari is now viewer"
+    for command, said in (("disable", "disabled kari"), ("enable", "enabled kari"), ("unlock", "kari may sign")):
+        assert invoke(app, "users", command, "KaRi").output.startswith(said), command
+    assert "every session of kari ends" in invoke(app, "users", "sign-out", "KARI").output
     assert invoke(app, "users", "disable", "kari").exit_code == 0
     assert invoke(app, "users", "enable", "kari").exit_code == 0
     assert "active" in invoke(app, "users", "list").output

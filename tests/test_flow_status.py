@@ -373,3 +373,12 @@ def test_the_events_csv_is_the_filtered_list_streamed_audited_and_masked(status_
 def test_the_events_export_needs_sign_in(status_app):
     answer = status_app.test_client().get("/events/export.csv")
     assert answer.status_code == 302 and answer.headers["Location"].startswith("/login")
+
+
+def test_one_archived_flow_is_said_in_the_singular(status_app, staff, sandbox):
+    flow_id = sandbox.create()["flowId"]
+    assert sandbox.control(flow_id, "archive").status_code == 200
+    assert staff.post("/language", data={"language": "nb", "next": "/flows"}).status_code == 302
+    page = staff.get("/flows?archived=true").text
+    row = re.search(rf'<tr data-flow-id="{flow_id}">.*?</tr>', page, re.S)[0]
+    assert ">arkivert<" in row and "Arkiverte" not in row, "the flow's state, not the tab of archived flows"
