@@ -5,6 +5,9 @@ tests; only what a page shows goes through here, in the reader's language. A cod
 is shown as it came (masked), so a new value from the service is never hidden.
 """
 
+import re
+
+from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 
 from .i18n import translated
@@ -88,6 +91,24 @@ PURPOSE_LABELS = {
     "Complaint handling": _l("Complaint handling"),
     "Fraud investigation": _l("Fraud investigation"),
 }
+
+
+# The fixed words an access-log entry stores as its target (English, like every stored code); flow ids and event
+# numbers stand as they are.
+ACCESS_TARGET_LABELS = {
+    "flow search": _l("flow search"),
+    "flows export": _l("flows export"),
+    "access log look-up": _l("access log look-up"),
+}
+_EVENT_TARGET = re.compile(r"event ([0-9]{1,19})")
+
+
+def access_target_label(target: str | None) -> str:
+    """Where a person's data was seen, in the reader's language: "flow search" → "flödessökning"."""
+    event = _EVENT_TARGET.fullmatch(target or "")
+    if event:
+        return _("event %(number)s", number=event[1])
+    return _label(ACCESS_TARGET_LABELS, target)
 
 
 def _label(table: dict, code) -> str:

@@ -20,6 +20,7 @@ from .i18n import Words, request_words, translated
 from .i18n import gettext as _
 from .labels import (
     access_kind_label,
+    access_target_label,
     action_label,
     audit_action_label,
     purpose_label,
@@ -260,6 +261,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(action_label, "action_label")
     app.add_template_filter(audit_action_label, "audit_action_label")
     app.add_template_filter(access_kind_label, "access_kind_label")
+    app.add_template_filter(access_target_label, "access_target_label")
     app.add_template_filter(record_kind_label, "record_kind_label")
     app.add_template_filter(role_label, "role_label")
     app.add_template_filter(purpose_label, "purpose_label")

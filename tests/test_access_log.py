@@ -133,3 +133,16 @@ def test_a_long_log_is_read_page_by_page_and_says_how_long_it_is(app, signed_in,
 def test_a_page_of_accesses_that_cannot_be_read_sends_back_to_the_look_up(app, signed_in, fields):
     answer = signed_in("admin").post("/admin/access", data=fields, follow_redirects=True)
     assert answer.status_code == 200 and "look the person up again" in answer.text
+
+
+def test_the_fixed_places_of_an_access_are_said_in_the_readers_language(app, signed_in, sandbox):
+    flow_id = sandbox.create(national_id=PERSON)["flowId"]
+    admin = signed_in("admin")
+    admin.get(f"/flows/{flow_id}")
+    admin.get("/flows", query_string={"q": PERSON}, follow_redirects=True)
+    app.extensions["flow_index"].flush()
+    admin.post("/admin/access", data={"national_id": PERSON})  # a look-up, itself an entry
+    assert admin.post("/language", data={"language": "sv", "next": "/flows"}).status_code == 302
+    page = admin.post("/admin/access", data={"national_id": PERSON}).text
+    assert "uppslag i åtkomstloggen" in page and "flödessökning" in page and flow_id in page
+    assert "access log look-up" not in page and "flow search" not in page, "the stored English stays in the data"
