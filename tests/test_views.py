@@ -398,14 +398,21 @@ def test_an_unconfirmed_create_is_looked_for_and_not_sent_twice(make_app, make_s
     assert sandbox.stats()["flows_created"] == 1
 
 
-def test_an_unconfirmed_create_the_service_did_not_make_is_sent_again_with_what_was_typed(make_app, make_sandbox):
+def sent_unconfirmed(make_app, make_sandbox, last_name: str):
+    """A create the service failed with a 500 (never retried: nothing was created), the form as sent; the sandbox,
+    a signed-in operator and the form's data, to send it again."""
     sandbox = make_sandbox()
     client = staff_client(make_app, sandbox_url=sandbox.url)
-    sandbox.create(national_id="811218-9876", last_name="Someone Else")  # another person's flow, just now
-    data = form_data(client, last_name="Retryerror")
-    sandbox.fault(mode="error", status=500, count=1)  # the create fails (a create is never retried): not created
+    data = form_data(client, last_name=last_name)
+    sandbox.fault(mode="error", status=500, count=1)
     unconfirmed = client.post("/flows/new", data=data)
     assert unconfirmed.status_code == 504 and "It may have been created" in unconfirmed.text
+    return sandbox, client, data
+
+
+def test_an_unconfirmed_create_the_service_did_not_make_is_sent_again_with_what_was_typed(make_app, make_sandbox):
+    sandbox, client, data = sent_unconfirmed(make_app, make_sandbox, "Retryerror")
+    sandbox.create(national_id="811218-9876", last_name="Someone Else")  # another person's flow, since
     later(client)
     again = client.post("/flows/new", data=data)
     assert again.status_code == 302 and again.headers["Location"].startswith("/flows/")
@@ -414,11 +421,7 @@ def test_an_unconfirmed_create_the_service_did_not_make_is_sent_again_with_what_
 
 
 def test_an_unconfirmed_create_is_kept_when_more_flows_came_since_than_a_page_holds(make_app, make_sandbox):
-    sandbox = make_sandbox()
-    client = staff_client(make_app, sandbox_url=sandbox.url)
-    data = form_data(client, last_name="Busy")
-    sandbox.fault(mode="error", status=500, count=1)
-    assert client.post("/flows/new", data=data).status_code == 504
+    sandbox, client, data = sent_unconfirmed(make_app, make_sandbox, "Busy")
     for _ in range(51):  # other staff create 51 flows meanwhile: the newest page cannot reach back to the send
         sandbox.create(national_id="811218-9876", last_name="Other")
     later(client)
@@ -428,11 +431,7 @@ def test_an_unconfirmed_create_is_kept_when_more_flows_came_since_than_a_page_ho
 
 
 def test_an_unconfirmed_create_is_kept_when_the_list_cannot_tell(make_app, make_sandbox):
-    sandbox = make_sandbox()
-    client = staff_client(make_app, sandbox_url=sandbox.url)
-    data = form_data(client, last_name="Unsure")
-    sandbox.fault(mode="error", status=500, count=3)
-    assert client.post("/flows/new", data=data).status_code == 504
+    sandbox, client, data = sent_unconfirmed(make_app, make_sandbox, "Unsure")
     later(client)
     sandbox.fault(mode="error", status=503, count=10)  # the list does not answer either
     again = client.post("/flows/new", data=data)
