@@ -138,7 +138,9 @@ class _Reader:
     def text(self, name: str, default: str | None = None, *, secret: bool = False) -> str | None:
         value = self.env.get(name)
         value = value.strip() if isinstance(value, str) else value
-        if secret and not value and self.env.get(f"{name}_FILE"):
+        if secret and self.env.get(f"{name}_FILE"):
+            if value:  # which one the operator meant cannot be guessed; the other may be a stale left-over
+                raise SettingsError(f"{name} and {name}_FILE are both set: keep one")
             value = self._file(name, self.env[f"{name}_FILE"])
         return value if value else default
 

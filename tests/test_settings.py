@@ -200,6 +200,14 @@ def test_a_blank_secret_gives_way_to_its_file(tmp_path):
     assert settings_with(FLOW_CLIENT_SECRET="  ", FLOW_CLIENT_SECRET_FILE=str(path)).client_secret == "from-the-file"
 
 
+def test_a_secret_given_both_directly_and_as_a_file_stops_start_up(tmp_path):
+    path = tmp_path / "secret"
+    path.write_text("from-the-file\n")
+    with pytest.raises(SettingsError) as raised:
+        settings_with(FLOW_CLIENT_SECRET="from-the-environment", FLOW_CLIENT_SECRET_FILE=str(path))
+    assert str(raised.value) == "FLOW_CLIENT_SECRET and FLOW_CLIENT_SECRET_FILE are both set: keep one"
+
+
 def test_database_and_redis_urls_of_the_documented_forms_are_taken():
     for url in ("sqlite:///tmp/portal.db", "postgresql+psycopg://portal:pw@db/portal", "postgresql://u@h/n"):
         assert settings_with(PORTAL_DATABASE_URL=url).database_url == url
