@@ -99,17 +99,26 @@ def find_sso_account(subject: str) -> User | None:
     return db.session.scalar(select(User).where(User.sso_subject == subject))
 
 
-def create_account(username: str, role: str, password: str, sso_subject: str | None = None, *, actor: str) -> User:
-    """A new staff account."""
+def create_account(
+    username: str, role: str, password: str | None, sso_subject: str | None = None, *, actor: str
+) -> User:
+    """A new staff account; without a password it signs in by single sign-on only."""
     if not USERNAME.fullmatch(username):
         raise AccountError(_("A username is 1–80 characters: letters a–z, digits or . _ @ - (no å, ä, ö or spaces)"))
     _check_role(role)
-    _check_password(password, username)
+    if password is None and not sso_subject:
+        raise AccountError(_("An account needs a password or a single sign-on subject."))
+    linked = find_sso_account(sso_subject) if sso_subject else None
+    if linked is not None:
+        raise AccountError(_("The account %(name)s is linked to that single sign-on subject.", name=linked.username))
+    if password is not None:
+        _check_password(password, username)
     taken = _named_alike(username)
     if taken:  # in any letter case: staff sign in as "Alice" or "alice" alike
         raise AccountError(_("A user named %(name)s exists already.", name=taken[0].username))
     user = User(username=username, role=role, sso_subject=sso_subject)
-    user.set_password(password)
+    if password is not None:
+        user.set_password(password)
     db.session.add(user)
     _save(actor, "account.create", f"{username} ({role})")
     return user

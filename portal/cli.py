@@ -84,26 +84,21 @@ def _apply(change, *args) -> None:
         raise click.ClickException(str(error)) from None
 
 
-def _password_option(command):
-    return click.option(
-        "--password",
-        prompt=True,
-        hide_input=True,
-        confirmation_prompt=True,
-        help="Prompted for when not given; piped input works too.",
-    )(command)
-
-
 # -- users -------------------------------------------------------------------------------------
 
 
 @users.command("create")
 @click.argument("username")
 @click.option("--role", type=click.Choice(ROLES), default="viewer", show_default=True)
-@_password_option
+@click.option(
+    "--password",
+    help="Prompted for when not given, unless the account signs in by single sign-on only; piped input works too.",
+)
 @click.option("--sso-subject", help="Link the account to this single sign-on subject (`sub`).")
-def create_user(username: str, role: str, password: str, sso_subject: str | None):
+def create_user(username: str, role: str, password: str | None, sso_subject: str | None):
     """Create a staff account."""
+    if password is None and sso_subject is None:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     _apply(create_account, username, role, password, sso_subject)
     click.echo(f"created {username} ({role})")
 

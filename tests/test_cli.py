@@ -6,11 +6,12 @@ import stat
 
 import pytest
 from joserfc.jwk import RSAKey
+from sqlalchemy import select
 from support import PASSWORD, jwt_settings, migrated, portal_config, sign_in
 
 from portal import create_app
 from portal.extensions import db
-from portal.models import AuditEntry
+from portal.models import AuditEntry, User
 
 
 @pytest.fixture
@@ -130,6 +131,20 @@ def test_users_lifecycle(cli_app):
     assert PASSWORD not in listing
     assert invoke(app, "users", "disable", "nobody").exit_code != 0
     assert invoke(app, "users", "set-role", "kari", "emperor").exit_code != 0
+
+
+def test_an_account_for_single_sign_on_only_needs_no_password(cli_app):
+    app = cli_app()
+    created = invoke(app, "users", "create", "ingrid", "--role", "operator", "--sso-subject", "staff-42")
+    assert created.exit_code == 0 and "Password" not in created.output, created.output
+    twice = invoke(app, "users", "create", "ingrid2", "--sso-subject", "staff-42")
+    assert twice.exit_code == 1 and "ingrid is linked to that single sign-on subject" in twice.output
+    with app.app_context():
+        ingrid = db.session.scalar(select(User).filter_by(username="ingrid"))
+        assert ingrid.sso_subject == "staff-42" and ingrid.password_hash is None
+        assert not ingrid.check_password("")
+    asked = invoke(app, "users", "create", "ola", input=f"{PASSWORD}\n{PASSWORD}\n")
+    assert asked.exit_code == 0 and "Password" in asked.output
 
 
 def test_users_enable_set_password_and_sign_out(cli_app):
