@@ -8,6 +8,7 @@ a request body on a worker thread, so it must only ever see bodies that a buffer
 (docs/nginx.conf).
 """
 
+import atexit
 import gc
 import logging
 import math
@@ -96,11 +97,7 @@ def on_starting(server):
     os.environ["PORTAL_WORKERS"] = str(server.num_workers)
     from portal import check_settings
 
-    try:
-        check_settings()
-    except SystemExit:
-        on_exit(server)  # gunicorn runs no exit hook for a start that never happened
-        raise
+    check_settings()
 
 
 def pre_fork(server, worker):
@@ -123,7 +120,7 @@ def post_worker_init(worker):
 # (Observability.) Keep the guarantees above: no query string, header or cookie in any log line.
 
 
-def _metrics_folder() -> str | None:
+def _metrics_folder() -> None:
     """Prometheus multiprocess mode: every worker writes its metrics to files that a scrape adds up.
 
     Set before anything imports prometheus_client (the portal does), so the workers inherit it at fork.
@@ -131,9 +128,15 @@ def _metrics_folder() -> str | None:
     removed at exit.
     """
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        return None
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="portal-metrics-")
-    return os.environ["PROMETHEUS_MULTIPROC_DIR"]
+        return
+    folder = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="portal-metrics-")
+    # Also when gunicorn never starts (`--check-config`, a refused setting, a taken port): no exit hook runs then.
+    atexit.register(_remove_own_folder, folder, os.getpid())
+
+
+def _remove_own_folder(folder: str, arbiter_pid: int) -> None:
+    if os.getpid() == arbiter_pid:  # a worker leaving by sys.exit runs the handlers it inherited at fork
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _logconfig() -> dict:
@@ -160,7 +163,7 @@ class _JsonAccessLog(_AccessLogWithoutSecrets):
         return atoms
 
 
-_OWN_METRICS_FOLDER = _metrics_folder()
+_metrics_folder()
 logconfig_dict = _logconfig()  # JSON lines (portal.logs): error log on stderr, access log on stdout
 from portal.webhooks.intake import QUIET_ACCESS as _QUIET  # noqa: E402 - after _metrics_folder(), like _logconfig
 
@@ -172,8 +175,3 @@ def child_exit(server, worker):
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)
-
-
-def on_exit(server):
-    if _OWN_METRICS_FOLDER:
-        shutil.rmtree(_OWN_METRICS_FOLDER, ignore_errors=True)

@@ -423,32 +423,42 @@ def test_the_proxy_sample_keeps_metrics_private_and_queries_out_of_its_log():
         assert variable not in log_format
 
 
-def test_production_settings_every_worker_would_refuse_stop_gunicorn_itself(tmp_path):
-    """Refused in the arbiter, with one line and status 2: a worker that exits is otherwise just restarted."""
-    app_folder = tmp_path / "app"
+def run_production_command(tmp_path: Path, *extra: str, **settings: str) -> subprocess.CompletedProcess:
+    """The production command run to its end from a folder laid out as the image's /app, temporary files in
+    tmp_path/tmp (where gunicorn.conf.py makes its metrics folder)."""
+    app_folder, temporary = tmp_path / "app", tmp_path / "tmp"
     app_folder.mkdir()
+    temporary.mkdir()
     for name in IMAGE_FILES:
         (app_folder / name).symlink_to(ROOT / name)
     config = portal_config("http://127.0.0.1:9", f"sqlite:///{tmp_path / 'portal.db'}", **production_settings())
     outside = ("FLOW_", "PORTAL_", "PROMETHEUS_", *SERVING_VARIABLES)
     env = {key: value for key, value in os.environ.items() if not key.startswith(outside)}
     env |= {key: value for key, value in config.items() if isinstance(value, str) and key != "TESTING"}
-    env |= {
-        "WEB_CONCURRENCY": "2",
-        "PORTAL_BIND": f"127.0.0.1:{free_port()}",
-        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
-    }
-    finished = subprocess.run(
-        [sys.executable, "-m", *production_command()],
+    env |= {"PORTAL_BIND": f"127.0.0.1:{free_port()}", "TMPDIR": str(temporary), **settings}
+    return subprocess.run(
+        [sys.executable, "-m", *production_command(), *extra],
         cwd=app_folder,
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_production_settings_every_worker_would_refuse_stop_gunicorn_itself(tmp_path):
+    """Refused in the arbiter, with one line and status 2: a worker that exits is otherwise just restarted."""
+    finished = run_production_command(tmp_path, WEB_CONCURRENCY="2")
     assert finished.returncode == 2
     refusals = [line for line in finished.stderr.splitlines() if "configuration error" in line]
     assert refusals == [
         "portal: configuration error: PORTAL_REDIS_URL is required with 2 workers (PORTAL_WORKERS): "
         "sign-in throttling must be shared by every worker"
     ]
+    assert list((tmp_path / "tmp").iterdir()) == []  # the metrics folder made for the run is gone
+
+
+def test_a_start_that_never_serves_leaves_no_metrics_folder_behind(tmp_path):
+    finished = run_production_command(tmp_path, "--check-config", WEB_CONCURRENCY="1")
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert list((tmp_path / "tmp").iterdir()) == []
