@@ -229,6 +229,7 @@ def check_everything_unavailable(app, client) -> None:
         answer, took = timed(lambda path=path: client.get(path))
         assert_database_page(answer)
         assert took < REQUEST_BOUND, (path, took)
+    check_try_again_keeps_no_national_id(client)
     body, headers = delivery()
     answer, took = timed(lambda: app.test_client().post(WEBHOOK_PATH, data=body, headers=headers))
     assert_webhook_retry(answer)
@@ -241,6 +242,16 @@ def check_everything_unavailable(app, client) -> None:
     # Another error page asks for the user as well: the loader answers "nobody" instead of failing it.
     answer = client.get("/no-such-page")
     assert answer.status_code == 404 and "Content-Security-Policy" in answer.headers
+
+
+def check_try_again_keeps_no_national_id(client) -> None:
+    """Try again leads to the same address, unless a national id typed into it would stand in the page's links."""
+    answer = client.get("/events?q=LA-1")
+    assert_database_page(answer)
+    assert 'href="/events?q=LA-1">Try again</a>' in answer.text
+    answer = client.get("/events?q=15108695088")
+    assert answer.status_code == 503 and ">Try again</a>" not in answer.text
+    assert "15108695088" not in answer.text
 
 
 def check_everything_back(app, client) -> None:
