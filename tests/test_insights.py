@@ -154,8 +154,10 @@ def test_the_page_shows_the_figures_with_a_table_beside_each_chart(make_portal):
     assert cell(page, "figure", "median") == "4 hr" and cell(page, "figure", "p90") == "20 hr"
     assert [cell(page, "day", "2026-03-08", n) for n in range(3)] == ["2", "0", "0"]
     for chart in ("chart-status", "chart-funnel", "chart-created", "chart-decided", "chart-incidents"):
-        assert re.search(rf'<svg id="{chart}" class="chart" role="img" aria-labelledby="{chart}-title"', page.text)
-        assert f'<title id="{chart}-title">' in page.text
+        for drawing, size in ((chart, "wide"), (f"{chart}-narrow", "narrow")):  # CSS shows one, by the screen's width
+            svg = f'<svg id="{drawing}" class="chart chart-{size}" role="img" aria-labelledby="{drawing}-title"'
+            assert svg in page.text
+            assert f'<title id="{drawing}-title">' in page.text
     assert "style=" not in page.text and "<script>" not in page.text
     assert page.text.count("<caption>") == 4 and 'scope="row"' in page.text
     assert "Europe/Oslo" in page.text and "10 Mar 2026, 12:00 CET" in page.text  # the zone named, "now" in it

@@ -227,6 +227,31 @@ def test_a_gap_s_refresh_button_stays_on_a_phone_in_every_language(page, stack, 
     assert outside == {}
 
 
+CHART_SCALES = """() => [...document.querySelectorAll('svg.chart')].filter((svg) => svg.checkVisibility())
+  .map((svg) => [svg.id, svg.getBoundingClientRect().width / svg.viewBox.baseVal.width])"""
+
+
+def test_insights_charts_keep_their_text_size_and_the_days_table_fits_a_phone(page, stack, shot):
+    """A chart drawn for a desktop, scaled down to a phone, wrote its labels at 6 px: a phone gets its own drawing.
+    The numbers per day fit beside each other in every language."""
+    sign_in(page, stack, "viewer")
+    page.goto(f"{stack.url}/insights?range=30d")
+    charts = ["chart-status", "chart-funnel", "chart-created", "chart-decided", "chart-incidents"]
+    assert [name for name, _scale in page.evaluate(CHART_SCALES)] == charts
+    page.set_viewport_size(PHONE)
+    for language in ("en", "nb", "sv", "fi"):
+        if language != "en":
+            with page.expect_navigation():
+                page.get_by_label(re.compile("Language|Språk|Kieli")).select_option(language)
+        shot(f"layout-insights-{language}-phone")
+        scales = page.evaluate(CHART_SCALES)
+        assert [name for name, _scale in scales] == [f"{name}-narrow" for name in charts]
+        assert all(scale > 0.95 for _name, scale in scales), scales  # text at the size it was written
+        days = page.locator("[data-testid=days-table]").locator("..")
+        assert days.evaluate("region => region.scrollWidth <= region.clientWidth"), language
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], language
+
+
 def focus_ring(locator) -> str:
     """The focused control's outline, e.g. "solid 3px"."""
     return " ".join(locator.evaluate("(it) => [getComputedStyle(it).outlineStyle, getComputedStyle(it).outlineWidth]"))
