@@ -252,6 +252,42 @@ def test_insights_charts_keep_their_text_size_and_the_days_table_fits_a_phone(pa
         assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], language
 
 
+BROKEN_WORDS = """(cell) => {
+  // Words of the message (not addresses, which may break anywhere) that the browser split over two lines.
+  const text = cell.firstChild, broken = [];
+  for (const match of text.data.matchAll(/\\S+/g)) {
+    if (match[0].includes("://")) continue;
+    const range = document.createRange();
+    range.setStart(text, match.index);
+    range.setEnd(text, match.index + match[0].length);
+    const lines = new Set([...range.getClientRects()].map((rect) => Math.round(rect.top)));
+    if (lines.size > 1) broken.push(match[0]);
+  }
+  return broken;
+}"""
+
+
+def test_the_incident_queue_keeps_its_words_whole_on_a_phone_in_every_language(page, stack, shot):
+    """An incident's message broke after every few letters in Finnish, whose column headings are long."""
+    synced = stack.portal_app.test_cli_runner().invoke(args=["flows", "sync", "--all", "--details", "100"])
+    assert synced.exit_code == 0, synced.output
+    sign_in(page, stack, "viewer")
+    page.set_viewport_size(PHONE)
+    broken = {}
+    for language in ("en", "nb", "sv", "fi"):
+        page.goto(f"{stack.url}/insights/incidents")
+        if language != "en":
+            with page.expect_navigation():
+                page.get_by_label(re.compile("Language|Språk|Kieli")).select_option(language)
+        shot(f"layout-incidents-{language}-phone")
+        messages = page.locator("[data-testid=incident-table] .incident-message")
+        assert messages.count() > 0
+        broken[language] = messages.first.evaluate(BROKEN_WORDS)
+        table = page.locator("[data-testid=incident-table]").locator("..")
+        assert table.evaluate("region => region.scrollWidth <= region.clientWidth"), language
+    assert broken == {"en": [], "nb": [], "sv": [], "fi": []}
+
+
 def focus_ring(locator) -> str:
     """The focused control's outline, e.g. "solid 3px"."""
     return " ".join(locator.evaluate("(it) => [getComputedStyle(it).outlineStyle, getComputedStyle(it).outlineWidth]"))
