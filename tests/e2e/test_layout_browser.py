@@ -288,6 +288,28 @@ def test_the_incident_queue_keeps_its_words_whole_on_a_phone_in_every_language(p
     assert broken == {"en": [], "nb": [], "sv": [], "fi": []}
 
 
+def test_the_search_form_s_help_sits_under_its_field_at_every_width(page, stack):
+    """On a phone both help texts came after the Search button, away from the fields they explain."""
+    sign_in(page, stack, "viewer")
+    tops = """() => Object.fromEntries(
+      ["#q", "#q-help", "#born", "#born-help", "[data-testid=flow-search] [type=submit]"].map((selector) => {
+        const box = document.querySelector(selector).getBoundingClientRect();
+        return [selector.split(" ")[0], [Math.round(box.top), Math.round(box.bottom)]];
+      }))"""
+    for viewport in (PHONE, {"width": 640, "height": 800}, DESKTOP):
+        page.set_viewport_size(viewport)
+        page.goto(f"{stack.url}/flows")
+        box = page.evaluate(tops)
+        search, search_help, born, born_help = box["#q"], box["#q-help"], box["#born"], box["#born-help"]
+        button = box["[data-testid=flow-search]"]
+        assert search[1] <= search_help[0] < search[1] + 30, (viewport, box)  # just under its field
+        assert born[1] <= born_help[0] < born[1] + 30, (viewport, box)
+        if viewport is PHONE:
+            assert search_help[1] <= born[0] and born_help[1] <= button[0], box  # between the field and the next
+        if viewport is DESKTOP:
+            assert search[1] == born[1] == button[1], box  # fields and button side by side, bottoms aligned
+
+
 def focus_ring(locator) -> str:
     """The focused control's outline, e.g. "solid 3px"."""
     return " ".join(locator.evaluate("(it) => [getComputedStyle(it).outlineStyle, getComputedStyle(it).outlineWidth]"))
