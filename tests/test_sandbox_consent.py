@@ -114,3 +114,14 @@ def test_the_home_page_links_active_flows_to_their_consent_pages(sandbox):
     assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
     assert f'href="/consent/{active}"' in page.text and f'href="/consent/{done}"' not in page.text
     assert "demo-client" in page.text
+
+
+def test_the_sandbox_s_pages_name_an_icon_it_serves(sandbox):
+    """A browser asks every page's icon: without one, the consent page's console showed a 404."""
+    flow_id = sandbox.create()["flowId"]
+    for path in ("/", f"/consent/{flow_id}"):
+        page = requests.get(sandbox.url + path, timeout=5)
+        icon = re.search(r'<link rel="icon" href="([^"]+)" type="image/svg\+xml">', page.text)
+        assert icon, path
+        served = requests.get(sandbox.url + icon[1], timeout=5)
+        assert served.status_code == 200 and served.headers["Content-Type"].startswith("image/svg+xml")
