@@ -638,8 +638,14 @@ def test_a_rate_limited_create_says_when_to_send_again_in_sentences(make_app, ma
     client = staff_client(make_app, sandbox_url=sandbox.url, FLOW_RETRIES="0")
     sandbox.fault(mode="rate_limit", retry_after=30, count=1)
     page = unescape(create_form(client, last_name="Waiting").text)
-    assert "The flow was not created: Too many requests. You can send the form again in 30 seconds." in page
+    said = "The flow was not created: The Flow Service asks us to slow down. You can send the form again in 30 seconds."
+    assert said in page
     assert 'value="Waiting"' in page
+    client.post("/language", data={"language": "sv", "next": "/flows/new"})
+    sandbox.fault(mode="rate_limit", retry_after=30, count=1)
+    page = unescape(create_form(client, last_name="Waiting").text)
+    assert "Too many requests" not in page  # the service's English words, where the portal knows what they mean
+    assert "Flödet skapades inte: " in page and " 30 sekunder." in page
 
 
 @pytest.mark.parametrize(

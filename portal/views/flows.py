@@ -464,7 +464,7 @@ def _not_confirmed(form: CreateFlowForm, error: FlowApiError):
         flash(
             _(
                 "The flow was not created: %(problem)s You can send the form again%(when)s.%(support)s",
-                problem=_as_sentence(error.reason) if error.reason else upstream_explained(error),
+                problem=_problem_in_words(error),
                 when=_(" in %(seconds)d seconds", seconds=math.ceil(error.retry_after))
                 if isinstance(error, RateLimited) and error.retry_after
                 else "",
@@ -551,6 +551,14 @@ def _created_since(national_id: str, sent_at: datetime) -> FlowSummary | str:
 def _same_person(written: str | None, person: NationalId) -> bool:
     found = read_national_id(written, person.country)
     return found is not None and (found.country, found.canonical) == (person.country, person.canonical)
+
+
+def _problem_in_words(error: FlowApiError) -> str:
+    """Why the service refused, in a sentence: its own words, except where the portal knows what a refusal means
+    (a rate limit: said in the reader's language, with when to send again beside it)."""
+    if isinstance(error, RateLimited):
+        return _as_sentence(upstream_title(error))
+    return _as_sentence(error.reason) if error.reason else upstream_explained(error)
 
 
 def _as_sentence(text: str) -> str:
