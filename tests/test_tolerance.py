@@ -6,6 +6,7 @@ a word, never answer 500 and never show the service's internals.
 
 import math
 import re
+import time
 import uuid
 from datetime import UTC, datetime
 from html import unescape
@@ -360,6 +361,21 @@ def test_a_flow_accepted_without_its_id_is_looked_for_in_the_list_and_never_sent
     again = staff.post("/flows/new", data=data)
     assert_sound(get(staff, again.headers["Location"]) if again.status_code in REDIRECTS else again)
     assert alt.counts["create"] == 1, "the form sent again (a reload, a double click) creates nothing more"
+
+
+@pytest.mark.parametrize("items", ["masked", "date_only"])
+def test_an_unconfirmed_create_is_not_sent_again_when_the_list_cannot_say_whose_flow_came_since(staff, alt, items):
+    """A list that masks national ids, or dates flows without a time, cannot rule out that the lost create made
+    this person's flow: the form is kept, not sent a second time."""
+    alt.set(create="lost_answer", items=items)
+    data = form_data(staff)
+    first = staff.post("/flows/new", data=data)
+    assert first.status_code == 504 and "may have been created" in first.text
+    staff.application.extensions["portal.clock"] = lambda: time.time() + 180  # past the wait for a slow service
+    alt.set(create="design")
+    again = staff.post("/flows/new", data=data)
+    assert again.status_code == 409 and "does not show whether it was created" in again.text
+    assert alt.counts["create"] == 1
 
 
 @pytest.mark.parametrize("style", STYLES)

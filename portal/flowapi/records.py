@@ -18,6 +18,7 @@ from .errors import UpstreamProtocolError
 MAX_TEXT = 1000
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 _EPOCH = re.compile(r"[0-9]{9,14}(\.[0-9]+)?")
+_WITH_TIME = re.compile(r"[0-9][Tt ][0-9]")  # ISO 8601: the date, then T (or a space), then the time
 # A flow id the portal can put in a path and a link: what the spec's UUIDs and every id seen so far look like.
 FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 # Continuation styles seen in list APIs: the key that names the next page, and the query parameter that asks for it.
@@ -93,6 +94,8 @@ def parse_timestamp(value: Any) -> datetime | None:
 
 
 def _iso(value: str) -> datetime | None:
+    if not _WITH_TIME.search(value):  # a day alone is no moment: shown as written, never taken for midnight
+        return None
     moment = datetime.fromisoformat(value.strip().replace("z", "Z").replace("Z", "+00:00"))
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 

@@ -33,7 +33,7 @@ from ..flowapi import (
 )
 from ..flowindex.feed import saw_created, saw_detail, saw_page
 from ..flowindex.gapcheck import flag_gap, mark_unknown, portal_now, reconcile
-from ..flowindex.keys import NationalId, read_national_id
+from ..flowindex.keys import read_national_id
 from ..flowindex.observations import lifecycle_told
 from ..flowindex.search import (
     COUNT_CAP,
@@ -535,22 +535,25 @@ CLOCK_SKEW = timedelta(minutes=2)  # between the portal's clock and the service'
 def _created_since(national_id: str, sent_at: datetime) -> FlowSummary | str:
     """This person's flow the service created since `sent_at`; NOT_CREATED when the newest page shows every flow
     created since then and none is theirs; UNSURE when it cannot tell (items without an id, a national id or a
-    creation time, or more flows created since than one page holds)."""
+    creation time, or more flows created since than one page holds; a flow created since whose national id
+    cannot be read, as when the list masks it)."""
     person, since = read_national_id(national_id), sent_at - CLOCK_SKEW
     page = flow_client().list_flows(limit=NEWEST_LOOKED_AT)
-    if person is None or not all(item.id and item.created_at and item.national_id for item in page.items):
+    if person is None or not all(item.id and item.created_at for item in page.items):
         return UNSURE
-    for item in page.items:
-        if item.created_at and item.created_at >= since and _same_person(item.national_id, person):
+    created_since = [item for item in page.items if item.created_at and item.created_at >= since]
+    people = [
+        read_national_id(item.national_id, person.country) or read_national_id(item.national_id)
+        for item in created_since
+    ]
+    for item, found in zip(created_since, people, strict=True):
+        if found is not None and (found.country, found.canonical) == (person.country, person.canonical):
             return item
+    if None in people:  # one of them may be this person's flow
+        return UNSURE
     # Newest first (DESIGN): a flow created before the first send, or the end of the list, means none was missed.
-    reaches_back = any(item.created_at and item.created_at < since for item in page.items)
+    reaches_back = len(created_since) < len(page.items)
     return NOT_CREATED if reaches_back or page.has_more is False else UNSURE
-
-
-def _same_person(written: str | None, person: NationalId) -> bool:
-    found = read_national_id(written, person.country)
-    return found is not None and (found.country, found.canonical) == (person.country, person.canonical)
 
 
 def _problem_in_words(error: FlowApiError) -> str:
