@@ -184,6 +184,8 @@ def _next_url(query: ListQuery, page: FlowPage, notices: list[str]) -> str | Non
         notices.append(
             _("The Flow Service did not say whether more flows follow; Next is offered because this page is full.")
         )
+    if not page.items and (step.at or step.after):
+        notices.append(_("The Flow Service sent no flows on this page, yet says more follow: Next asks for them."))
     if step.problem == SAME_POSITION:
         notices.append(_("The Flow Service named this same page as the next one; no further pages can be shown."))
     elif step.problem == NO_WAY_ON:

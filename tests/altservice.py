@@ -38,7 +38,7 @@ SEED_TIME = datetime(2026, 11, 22, 12, 5, 0, 123000, tzinfo=UTC)
 OSLO_WINTER = timezone(timedelta(hours=1))
 
 CHOICES = {
-    "paging": ("cursor", "ignore_cursor", "next_cursor", "next_link", "links_next", "offset"),
+    "paging": ("cursor", "ignore_cursor", "next_cursor", "next_link", "links_next", "offset", "empty_endless"),
     "has_more": ("bool", "missing", "string"),
     "items": ("full", "no_id", "empty", "masked", "date_only"),
     "archived_default": ("current", "all"),
@@ -522,6 +522,8 @@ def slice_page(paging: str, chosen: list[AltFlow], limit: int) -> tuple[list[Alt
         return cursor_page(chosen, limit)
     if paging == "ignore_cursor":
         return chosen[:limit], len(chosen) > limit, {}
+    if paging == "empty_endless":  # no flows on any page, yet more said to follow, behind a new cursor every time
+        return [], True, {"next_cursor": uuid.uuid4().hex}
     if paging == "offset":
         try:
             start = int(request.args.get("offset", "0"))

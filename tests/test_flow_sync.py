@@ -228,6 +228,15 @@ def test_a_service_that_repeats_a_page_stops_the_sync(alt_app, alt):
     assert all(row.gone_at is None for row in index_rows(alt_app).values()), "a stopped walk marks nothing gone"
 
 
+def test_empty_pages_that_keep_saying_more_follow_stop_the_sync(alt_app, alt):
+    """Each with a new next position, nothing else would end the walk: it went on for ever, holding the lock."""
+    alt.set(paging="empty_endless")
+    result = sync(alt_app, "--all")
+    assert result.exit_code != 0
+    assert "the Flow Service sent 3 empty pages in a row while saying more flows follow" in result.output
+    assert alt.counts["list"] == 3
+
+
 def test_since_stops_the_walk_at_older_flows(alt_app, alt):
     reseed(alt, current=300, archived=0)
     since = SEED_TIME - timedelta(minutes=41 * 150)  # the 151st flow was created then; later ones are older

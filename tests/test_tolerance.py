@@ -363,6 +363,13 @@ def test_a_flow_accepted_without_its_id_is_looked_for_in_the_list_and_never_sent
     assert alt.counts["create"] == 1, "the form sent again (a reload, a double click) creates nothing more"
 
 
+def test_an_empty_page_that_says_more_follow_says_so(staff, alt):
+    alt.set(paging="empty_endless")
+    page = get(staff, "/flows")
+    assert_sound(page)
+    assert "The Flow Service sent no flows on this page, yet says more follow: Next asks for them." in page.text
+
+
 @pytest.mark.parametrize("items", ["masked", "date_only"])
 def test_an_unconfirmed_create_is_not_sent_again_when_the_list_cannot_say_whose_flow_came_since(staff, alt, items):
     """A list that masks national ids, or dates flows without a time, cannot rule out that the lost create made

@@ -44,9 +44,13 @@ CATCH_UP_MARGIN = timedelta(hours=1)
 CURRENT, ARCHIVED, ALL = (False,), (True,), (False, True)
 LIST_NAMES = {CURRENT: "current", ARCHIVED: "archived", ALL: "current and archived"}
 
-REPEATED, CIRCLE = "repeated", "circle"
+REPEATED, CIRCLE, EMPTY = "repeated", "circle", "empty"
+# An empty page may come before more flows (a service that filters after paging), but not page after page: with a
+# new next position each time, nothing else would end the walk.
+EMPTY_PAGES_IN_A_ROW = 3
 STOP_REASONS = {
     REPEATED: "the Flow Service sent the same page again: it ignores the page position it was given",
+    EMPTY: f"the Flow Service sent {EMPTY_PAGES_IN_A_ROW} empty pages in a row while saying more flows follow",
     SAME_POSITION: "the Flow Service named the same page as the next one",
     CIRCLE: "the Flow Service led back to a page position already walked",
     NO_WAY_ON: "the Flow Service says more flows follow but gives no way to ask for them (no ids and no next link)",
@@ -200,10 +204,14 @@ def walk_pages(client: FlowClient, walk: Walk) -> Iterator[FlowPage]:
     at: tuple[tuple[str, str], ...] = ()
     previous: str | None = None
     asked: set[tuple[tuple[str, str | None], ...]] = set()
+    empty_in_a_row = 0
     while True:
         page = client.list_flows(walk.limit, walk.archived, starting_after=after, position=dict(at) or None)
         if repeats_previous_page(after, previous, page):
             raise WalkStopped(REPEATED)
+        empty_in_a_row = 0 if page.items else empty_in_a_row + 1
+        if empty_in_a_row >= EMPTY_PAGES_IN_A_ROW:
+            raise WalkStopped(EMPTY)
         walk.first_ids = walk.first_ids or frozenset(item.id for item in page.items if item.id)
         yield page
         if walk.reached(page):
