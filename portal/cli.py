@@ -296,6 +296,8 @@ def prune(older_than: str):
 def _since(value: str | None) -> datetime | None:
     if value is None:
         return None
+    if re.fullmatch(r"\s*\d{4}-\d{2}-\d{2}\s*", value):  # a day typed alone: from its start, UTC
+        value = value.strip() + "T00:00:00Z"
     moment = parse_timestamp(value)  # the service's own reading of a time: ISO 8601, UTC when no offset is given
     if moment is None:
         raise click.BadParameter("use an ISO 8601 date or time, e.g. 2026-11-01T00:00:00Z")
