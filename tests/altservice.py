@@ -40,11 +40,11 @@ OSLO_WINTER = timezone(timedelta(hours=1))
 CHOICES = {
     "paging": ("cursor", "ignore_cursor", "next_cursor", "next_link", "links_next", "offset", "empty_endless"),
     "has_more": ("bool", "missing", "string"),
-    "items": ("full", "no_id", "empty", "masked", "date_only"),
+    "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case"),
     "archived_default": ("current", "all"),
     "error_style": ("design", "problem", "errors_array", "java", "text"),
     "create": ("design", "location_only", "accepted_links", "no_id", "conflict", "invalid", "not_found", "lost_answer"),
-    "detail": ("spec", "quirky", "offset_times"),
+    "detail": ("spec", "quirky", "offset_times", "upper_case"),
     "token": ("ok", "refuse", "invalid_request", "unavailable"),
 }
 
@@ -305,6 +305,8 @@ def list_item(flow: AltFlow, shape: str) -> dict:
         item["nationalId"] = flow.national_id[:6] + "*****"
     if shape == "date_only":
         item["createdAt"] = flow.created_at.date().isoformat()
+    if shape == "upper_case":
+        item["status"] = flow.status.upper()
     return item
 
 
@@ -323,6 +325,7 @@ def retrieve_body(flow: AltFlow, style: str) -> dict:
         created, updated = iso_offset(flow.created_at), iso_offset(flow.updated_at)
     state = "completed" if flow.status in ("Accepted", "Rejected") else "active"
     state = "cancelled" if flow.archived else state
+    state = state.upper() if style == "upper_case" else state
     return {
         "_links": {"self": f"/api/flows/{flow.id}", "tasks": {"href": f"/api/tasks?flowId={flow.id}"}},
         "flow": {

@@ -21,7 +21,7 @@ from altservice import (
     AltService,
 )
 from sqlalchemy import select
-from support import create_form, form_data
+from support import create_form, form_data, wait_until
 
 from portal.extensions import db
 from portal.models import FlowRecord
@@ -302,6 +302,28 @@ def test_detail_reads_every_shape_of_the_retrieve_answer(staff, alt, detail):
 def consent_in_index(client, flow_id: str) -> str | None:
     with client.application.app_context():
         return db.session.scalar(select(FlowRecord.consent_status).where(FlowRecord.flow_id == flow_id))
+
+
+def test_statuses_in_another_letter_case_are_read_as_the_statuses_they_are(staff, alt):
+    """ACCEPTED and CANCELLED were kept as written: untranslated, uncoloured, out of every filter and count, and a
+    cancelled flow was not taken for archived."""
+    alt.set(items="upper_case", detail="upper_case")
+    accepted = [flow for flow in alt.flows if flow.status == "Accepted" and not flow.archived]
+    staff.post("/language", data={"language": "nb", "next": "/flows"})
+    page = get(staff, "/flows?limit=100")
+    assert "ACCEPTED" not in page.text and "Akseptert" in page.text
+    wait_until(lambda: consent_in_index(staff, accepted[-1].id) == "Accepted", "the list's statuses indexed")
+    found = get(staff, "/flows?archived=all&status=Accepted&limit=100")
+    assert all(flow.id in found.text for flow in accepted)
+    cancelled = next(flow for flow in alt.flows if flow.archived)
+    assert 'data-lifecycle="cancelled" data-archived="yes"' in get(staff, f"/flows/{cancelled.id}").text
+
+    def indexed():
+        with staff.application.app_context():
+            record = db.session.scalar(select(FlowRecord).where(FlowRecord.flow_id == cancelled.id))
+            return record is not None and (record.lifecycle, record.archived) == ("cancelled", True)
+
+    wait_until(indexed, "the cancelled flow indexed as cancelled and archived")
 
 
 @pytest.mark.parametrize("which", ["newest", "middle", "oldest", "archived"])

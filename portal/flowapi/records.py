@@ -16,6 +16,9 @@ from urllib.parse import parse_qsl, urlsplit
 from .errors import UpstreamProtocolError
 
 MAX_TEXT = 1000
+# The consent status of a list item and a webhook event, and the lifecycle of a retrieved flow (spec §2, DESIGN).
+CONSENT_STATUSES = ("Unopened", "Opened", "Accepted", "Rejected")
+LIFECYCLES = ("active", "completed", "cancelled")
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 _EPOCH = re.compile(r"[0-9]{9,14}(\.[0-9]+)?")
 _WITH_TIME = re.compile(r"[0-9][Tt ][0-9]")  # ISO 8601: the date, then T (or a space), then the time
@@ -35,6 +38,14 @@ LIST_KEYS = ("data", "items", "flows", "results")  # the spec's `data` first
 def _text(source: dict[str, Any], name: str) -> str | None:
     value = source.get(name)
     return value[:MAX_TEXT] if isinstance(value, str) else None
+
+
+def known_spelling(value: str | None, known: tuple[str, ...]) -> str | None:
+    """`value` as spelt in `known` when it is one of them in another letter case (ACCEPTED, Active); else as it is."""
+    if value is None:
+        return None
+    folded = value.strip().casefold()
+    return next((spelling for spelling in known if spelling.casefold() == folded), value)
 
 
 def _identifier(source: dict[str, Any], *names: str) -> str | None:
@@ -149,7 +160,7 @@ class FlowSummary:
         return cls(
             id=flow_id if flow_id and FLOW_ID.fullmatch(flow_id) else None,
             national_id=_text(item, "nationalId"),
-            status=_text(item, "status"),
+            status=known_spelling(_text(item, "status"), CONSENT_STATUSES),
             reference_id=_identifier(item, "referenceId"),
             created_at=parse_timestamp(item.get("createdAt")),
             raw=item,
@@ -347,7 +358,7 @@ class FlowDetail:
         actions = flow.get("actions")
         return cls(
             flow_id=flow_id,
-            status=_text(flow, "status"),
+            status=known_spelling(_text(flow, "status"), LIFECYCLES),
             version=_integer(flow, "version"),
             flow_number=_integer(flow, "flowNumber"),
             reference_id=_identifier(flow, "referenceId"),

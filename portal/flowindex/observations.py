@@ -10,12 +10,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..flowapi.records import CreatedFlow, FlowDetail, FlowSummary, parse_timestamp, read_flag
+from ..flowapi.records import (
+    CONSENT_STATUSES,
+    LIFECYCLES,
+    CreatedFlow,
+    FlowDetail,
+    FlowSummary,
+    known_spelling,
+    parse_timestamp,
+    read_flag,
+)
 from .incidents import IncidentReport, detail_incidents, event_incidents
 
 CREATE, LIST, DETAIL, WEBHOOK, SYNC = "create", "list", "detail", "webhook", "sync"
-CONSENT_STATUSES = ("Unopened", "Opened", "Accepted", "Rejected")
-LIFECYCLES = ("active", "completed", "cancelled")
 MAX_TEXT = 100
 MAX_ACTIONS = 255
 STORABLE_INTEGERS = range(-(2**31), 2**31)  # what an Integer column holds on PostgreSQL as on SQLite
@@ -147,8 +154,8 @@ def from_event(
         state_at=min(occurred_at, received_at) if occurred_at else received_at,
         version=_integer(field("version")),
         reference_id=_short(reference_id),
-        consent_status=_short(status) if event_type != "flow.incident" else None,
-        lifecycle=_short(field("flowStatus")),
+        consent_status=_short(known_spelling(status, CONSENT_STATUSES)) if event_type != "flow.incident" else None,
+        lifecycle=_event_lifecycle(field),
         archived=read_flag(field("archived")),
         has_incidents=incident,
         incidents=event_incidents(event_type, payload),
@@ -167,8 +174,13 @@ def lifecycle_told(payload: Any) -> tuple[str | None, bool]:
     """What a webhook event says of the flow's lifecycle beside its consent status: its `flowStatus` when that is not
     `active` (a cancellation, a completion), and whether it says the flow is archived."""
     field = event_field(payload)
-    lifecycle = _short(field("flowStatus"))
+    lifecycle = _event_lifecycle(field)
     return (lifecycle if lifecycle != "active" else None), read_flag(field("archived")) is True
+
+
+def _event_lifecycle(field: Callable[[str], Any]) -> str | None:
+    told = field("flowStatus")
+    return _short(known_spelling(told, LIFECYCLES) if isinstance(told, str) else told)
 
 
 def _actions(actions: list[str]) -> str:
