@@ -28,7 +28,7 @@ from .flowapi import (
     UpstreamUnavailable,
     ValidationFailed,
 )
-from .flowlinks import return_address
+from .flowlinks import is_local_path, return_address
 
 log = logging.getLogger(__name__)
 DATABASE_RETRY_AFTER = 10  # seconds a webhook sender or a person is asked to wait while the database is away
@@ -240,9 +240,8 @@ def csrf_error_page(error: CSRFError):
 def _page_of_the_form() -> str | None:
     """The portal page that sent this request (its Referer), when that is one of ours."""
     parts = urlsplit(request.referrer or "")
-    if parts.netloc != request.host or not parts.path.startswith("/"):
-        return None
-    return parts.path + (f"?{parts.query}" if parts.query else "")
+    page = parts.path + (f"?{parts.query}" if parts.query else "")
+    return page if parts.netloc == request.host and is_local_path(page) else None
 
 
 def _unexpected(error: Exception):

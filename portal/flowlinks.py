@@ -101,6 +101,14 @@ def sealed_address(path: str) -> str:
     return urlunsplit(("", "", "/".join(segments), urlencode(query), ""))
 
 
+def is_local_path(target: str) -> bool:
+    """A path on this portal (a browser would not read it as another site's: no `//`, no backslash, no scheme)."""
+    if not (target.startswith("/") and not target.startswith("//") and "\\" not in target and target.isprintable()):
+        return False
+    parts = urlsplit(target)
+    return not parts.scheme and not parts.netloc
+
+
 def return_address(path: str) -> str:
     """A page's own address (path and query string) as a `next` field carries it back: sealed when, decoded, it
     holds a national id (a cursor or a search typed into the address bar); `auth.safe_next` opens it."""

@@ -76,6 +76,11 @@ def test_an_expired_token_elsewhere_offers_to_try_again_on_the_page_it_came_from
         f"/flows/{flow_id}/refresh", data={"csrf_token": "stale"}, headers={"Referer": "https://evil.example/x"}
     )
     assert "Try again" not in elsewhere.text
+    for path in ("//evil.example/x", "/\\evil.example/x"):  # our host, a path a browser reads as another site
+        off_site = client.post(
+            f"/flows/{flow_id}/refresh", data={"csrf_token": "stale"}, headers={"Referer": f"http://localhost{path}"}
+        )
+        assert off_site.status_code == 400 and "Try again" not in off_site.text, path
 
 
 def test_the_chosen_language_is_kept_in_the_account(app, make_user):

@@ -1,7 +1,5 @@
 """Staff sign-in (local accounts, optional OIDC single sign-on) and sign-out."""
 
-from urllib.parse import urlsplit
-
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
 from flask_login import current_user, logout_user
@@ -12,7 +10,7 @@ from .. import current, metrics
 from ..accounts import find_account, find_sso_account, record_sign_in, remember_language
 from ..audit import record_audit
 from ..errors import csrf_error_page
-from ..flowlinks import SEALED, from_url_form, sealed_address
+from ..flowlinks import SEALED, from_url_form, is_local_path, sealed_address
 from ..forms import ConfirmForm, LoginForm
 from ..i18n import LANGUAGES
 from ..masking import mask_text
@@ -30,17 +28,7 @@ def safe_next(target: str | None) -> str:
     if target and target.startswith(SEALED):
         target = from_url_form(target)
         target = sealed_address(target) if target is not None and target.startswith("/") else None
-    if (
-        target
-        and target.startswith("/")
-        and not target.startswith("//")
-        and "\\" not in target
-        and target.isprintable()
-    ):
-        parts = urlsplit(target)
-        if not parts.scheme and not parts.netloc:
-            return target
-    return url_for("flows.index")
+    return target if target and is_local_path(target) else url_for("flows.index")
 
 
 def _start_session(user: User, target: str | None, how: str):
