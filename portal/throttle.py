@@ -26,6 +26,10 @@ SIGN_IN_PER_ACCOUNT = "10/minute;100/hour"
 # one network signs many people in; this limit only stops a spray of names.
 SIGN_IN_PER_NETWORK = "60/minute;600/hour"
 REJECTED_DELIVERIES_PER_NETWORK = "20/minute"
+# Searches by a typed national id, per staff member: a search tells whether a guessed id has a flow, so guessing
+# the ~500 ids of a birth date shown masked would reveal the whole id without a Reveal. A caseworker's day of
+# look-ups stays well within these.
+NATIONAL_ID_SEARCHES_PER_USER = "10/minute;60/hour;300/day"
 STORE_TIMEOUT = 1.0  # seconds: an unreachable Redis must not hold a sign-in for long
 OUTAGE_REPORT_EVERY = 60.0  # seconds between log lines about an unreachable store
 GENERATION_LIFETIME = 7 * 24 * 3600  # seconds an unlock is remembered: far longer than any sign-in window

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from altservice import fodselsnummer
 from prometheus_client.parser import text_string_to_metric_families
 from standardwebhooks import Webhook
 from support import (
@@ -27,6 +28,7 @@ from support import (
     portal_config,
     production_settings,
     sign_in,
+    signed_in_as,
 )
 
 from portal import create_app
@@ -888,3 +890,21 @@ def test_refused_bodies_are_kept_with_ids_masked_even_where_they_are_cut(make_ap
         kept = [row.body_head for row in db.session.query(RejectedDelivery).order_by(RejectedDelivery.id)]
     assert "8112789873" not in kept[0] and "95088" not in kept[0]
     assert kept[1] == "x" * 4086, "cut at 4096 bytes, and the digits at the cut are dropped"
+
+
+def test_searches_by_national_id_are_limited_per_staff_member(make_app):
+    """A search tells whether a guessed national id has a flow: the ~500 valid ids of a birth date the list shows
+    masked could otherwise be tried in seconds, learning the whole id without a Reveal (found by an attack)."""
+    app = make_app(WTF_CSRF_ENABLED=False, RATELIMIT_ENABLED=True)
+    guesser, colleague = signed_in_as(app, "guesser"), signed_in_as(app, "colleague")
+    born = datetime(1986, 5, 24)
+    guesses = [number for individual in range(100, 200) if (number := fodselsnummer(born, individual))][:11]
+    answers = [guesser.get(f"/flows?archived=all&q={number}") for number in guesses]
+    assert all("person=" in answer.headers["Location"] for answer in answers[:10])
+    assert answers[10].headers["Location"] == "/flows?archived=all"
+    page = guesser.get(answers[10].headers["Location"]).text
+    assert (
+        "You have searched by national id many times in a short while. You can search by one again in 1 minute" in page
+    )
+    assert guesser.get("/flows?archived=all&q=Nordmann").status_code == 200, "names can still be searched"
+    assert "person=" in colleague.get(f"/flows?archived=all&q={guesses[0]}").headers["Location"], "a limit of one's own"

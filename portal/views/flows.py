@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
+from flask_babel import ngettext
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 
@@ -63,6 +64,7 @@ from ..submissions import (
     mark_unconfirmed,
     settle_submission,
 )
+from ..throttle import NATIONAL_ID_SEARCHES_PER_USER, ThrottleUnavailable, throttle
 from ..webhooks.store import event_document, events_for_flow, left_out_by_reference
 from .sign_in import safe_next
 
@@ -136,7 +138,9 @@ def _search():
     if problems:
         return _without_unusable_values(query, problems)
     if query.national_id:  # an address never keeps a national id: search by its keyed hash instead
-        return redirect(query.url(q=None, person=query.national_id.keyed_hash(settings().index_key)))
+        return _refused_person_search() or redirect(
+            query.url(q=None, person=query.national_id.keyed_hash(settings().index_key))
+        )
     # Nor text that holds one; and the search box's empty fields are left out of the address.
     if typed_whole(query, request.args.get("q", "")) or left_untidy(request.args, DEFAULTS):
         return redirect(query.url(**{name: query.args[name] for name in ("after", "before") if name in query.args}))
@@ -159,6 +163,30 @@ def _search():
         synced=last_listed(),
         now=utc_now(),
     )
+
+
+def _refused_person_search():
+    """The search page without the search, saying why, once this person has searched by national id too often."""
+    try:
+        verdict = throttle().attempt("national-id-search", NATIONAL_ID_SEARCHES_PER_USER, str(current_user.id))
+    except ThrottleUnavailable:
+        flash(_("A search by national id cannot be made just now: try again in a minute."), "danger")
+        return redirect(url_for("flows.index", archived="all"))
+    if verdict.allowed:
+        return None
+    log.warning("national-id searches refused for user %s: over the limit", current_user.id)
+    minutes = math.ceil(verdict.retry_after / 60)
+    flash(
+        ngettext(
+            "You have searched by national id many times in a short while. You can search by one again in "
+            "%(num)s minute; names and references can be searched meanwhile.",
+            "You have searched by national id many times in a short while. You can search by one again in "
+            "%(num)s minutes; names and references can be searched meanwhile.",
+            minutes,
+        ),
+        "warning",
+    )
+    return redirect(url_for("flows.index", archived="all"))
 
 
 def _without_unusable_values(query: SearchQuery, problems: list[str]):
