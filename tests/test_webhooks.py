@@ -564,6 +564,20 @@ def test_rejected_deliveries_page_for_admins(plain_app):
     assert "missing header" in page and "v1,forged" in page
 
 
+def test_a_stranger_s_national_id_in_a_refused_delivery_is_masked_where_admins_read_it(plain_app):
+    """Headers and reasons of a refused delivery were kept and shown whole (an event's headers are masked)."""
+    person = "15108695088"
+    headers = {"webhook-id": person, "webhook-timestamp": person, "webhook-signature": f"v1,{person}"}
+    plain_app.test_client().post(PATH, data=b"{}", headers={"content-type": "application/json", **headers})
+    plain_app.test_client().post(PATH, data=b"{}", headers={"content-type": f"application/{person}"})
+    page = admin_client(plain_app).get("/admin/rejected").text
+    assert person not in page and "151086•••••" in page
+    with plain_app.app_context():
+        kept = " ".join(f"{row.reason} {row.signature_headers}" for row in db.session.query(RejectedDelivery))
+        tallied = " ".join(row.last_reason for row in db.session.query(RejectionTally))
+    assert person not in kept and person not in tallied
+
+
 def test_prune_removes_old_events(plain_app):
     deliver(plain_app.test_client())
     deliver(plain_app.test_client())

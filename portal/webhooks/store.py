@@ -152,7 +152,7 @@ def tally_rejection(kind: str, network: str | None, reason: str) -> None:
     table = RejectionTally.__table__
     insert: Upsert = postgresql_insert if db.session.get_bind().dialect.name == "postgresql" else sqlite_insert
     now = datetime.now(timezone.utc)
-    reason = clean_text(reason, 255) or "unknown"
+    reason = clean_text(mask_text(reason), 255) or "unknown"  # it may quote what the sender wrote
     statement = insert(table).values(
         kind=kind, source_ip=(network or "")[:64], count=1, first_at=now, last_at=now, last_reason=reason
     )
@@ -213,11 +213,12 @@ def record_rejection(
     )
     db.session.add(
         RejectedDelivery(
-            reason=clean_text(reason, 255) or "unknown",
+            reason=clean_text(mask_text(reason), 255) or "unknown",
             source_ip=source,
             network=(network or "")[:64] or None,
             known_sender=known,
-            signature_headers=json.dumps(headers),
+            # what a stranger wrote in them, as an event's headers are shown: masked
+            signature_headers=json.dumps({name: mask_text(value) for name, value in headers.items()}),
             body_head=sample_of(body_head),
             diagnosis=diagnosis.code[:40] if diagnosis else None,
             # it may quote a header name or an event id the sender chose: masked like any text from outside
