@@ -26,6 +26,7 @@ from .accounts import MAX_PASSWORD, MIN_PASSWORD
 from .flowindex.observations import CONSENT_STATUSES, LIFECYCLES
 from .labels import STATUS_LABELS, audit_action_label, purpose_label
 from .listing import PAGE_SIZES
+from .masking import mask_text
 from .models import ROLES
 from .nationalid import (
     NUMBERS,
@@ -104,8 +105,9 @@ class RevealForm(FlaskForm):
 
     @property
     def stated_purpose(self) -> str:
-        """The purpose as recorded: the choice, and the words given with it."""
-        detail = (self.detail.data or "").strip()
+        """The purpose as recorded: the choice, and the words given with it (a national id among them masked: the
+        purpose is kept in the audit and access logs, and in the session while the reveal lasts)."""
+        detail = mask_text((self.detail.data or "").strip())
         chosen = str(_("Other")) if self.purpose.data == OTHER_PURPOSE else self.purpose.data
         return f"{chosen}: {detail}"[:255] if detail else chosen
 

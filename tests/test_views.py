@@ -11,7 +11,7 @@ from support import PASSWORD, add_user, create_form, form_data, production_setti
 
 from portal.extensions import db
 from portal.masking import mask_text
-from portal.models import AuditEntry, CreateSubmission
+from portal.models import AccessEntry, AuditEntry, CreateSubmission
 from portal.presentation import flow_url
 
 FLOW_ROW = re.compile(r'data-flow-id="([^"]+)"')
@@ -298,6 +298,12 @@ def test_another_purpose_needs_words_and_the_reload_window_ends(app, signed_in, 
     with app.app_context():
         [entry] = db.session.query(AuditEntry).filter_by(action="reveal_national_id").all()
     assert entry.purpose == "Other: Court order 2026-117"
+    cited = {"purpose": "other", "detail": "ticket about 15108695088"}  # the person's own id typed as the reason
+    assert operator.post(f"/flows/{flow_id}/reveal", data=cited).status_code == 302
+    with app.app_context():
+        purposes = [entry.purpose for entry in db.session.query(AuditEntry).filter_by(action="reveal_national_id")]
+        purposes += [entry.purpose for entry in db.session.query(AccessEntry)]
+    assert "Other: ticket about 151086•••••" in purposes and not any("15108695088" in (p or "") for p in purposes)
 
 
 def test_unknown_flow_is_a_404_page(signed_in):
