@@ -125,7 +125,10 @@ def _events_of(subject_key: str, flow_ids: list[str]) -> list[WebhookEvent]:
 def _audit_naming(subject_key: str, flow_ids: list[str]):
     """Audit entries about the person: on their flows, or a search by their id (kept as a hash prefix)."""
     naming = [AuditEntry.target.like(f"%hash:{subject_key[:12]}%")]
-    naming += [AuditEntry.target.like(f"{flow_id}%") for flow_id in flow_ids]
+    # A reveal names the flow (`<id>`), a create the flow and the masked person (`<id> (151086•••••)`): never the
+    # start of another id, and `_` or `%` in an id are its own characters (DESIGN allows ids other than UUIDs).
+    naming += [AuditEntry.target == flow_id for flow_id in flow_ids]
+    naming += [AuditEntry.target.startswith(f"{flow_id} (", autoescape=True) for flow_id in flow_ids]
     return or_(*naming)
 
 

@@ -9,6 +9,7 @@ from support import add_user, deliver_signed, sign_in
 
 from portal.extensions import db
 from portal.models import AccessEntry, AuditEntry, CreateSubmission, FlowRecord, WebhookEvent
+from portal.subjects import find_subject
 
 PERSON = "15108695088"
 OTHER = "811218-9876"
@@ -111,3 +112,22 @@ def test_the_admin_page_exports_and_erases_with_a_confirmation(app, signed_in, t
     assert json.loads(run(app, "export", PERSON).output)["counts"]["flows"] == 0
     assert json.loads(run(app, "export", OTHER).output)["counts"]["flows"] == 1
     assert signed_in("operator").get("/admin/subjects").status_code == 403
+
+
+def test_audit_entries_are_the_person_s_by_the_whole_flow_id_not_its_start_or_a_pattern(app, two_people):
+    """A flow id other than a UUID (DESIGN allows them) matched `LIKE 'LA_7%'`: LAX7 and LA_77, other people's
+    flows, were exported with the person's records and erased with them (found by an attack)."""
+    with app.app_context():
+        record = db.session.query(FlowRecord).filter_by(flow_id=two_people[PERSON]).one()
+        record.flow_id = "LA_7"
+        for action, target in [
+            ("reveal_national_id", "LA_7"),
+            ("create_flow", "LA_7 (151086•••••)"),
+            ("reveal_national_id", "LAX7"),
+            ("reveal_national_id", "LA_77"),
+            ("create_flow", "LA_70 (811218••••)"),
+        ]:
+            db.session.add(AuditEntry(username="operator-user", action=action, target=target))
+        db.session.commit()
+        found = find_subject(PERSON)
+    assert sorted(entry.target for entry in found.audit) == ["LA_7", "LA_7 (151086•••••)"]
