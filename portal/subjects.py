@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from flask_babel import lazy_gettext as _l
-from sqlalchemy import delete, or_, select
+from sqlalchemy import ColumnElement, delete, or_, select
 
 from .access_log import subject_key_of, subject_key_of_event
 from .audit import record_audit
@@ -124,7 +124,7 @@ def _events_of(subject_key: str, flow_ids: list[str]) -> list[WebhookEvent]:
 
 def _audit_naming(subject_key: str, flow_ids: list[str]):
     """Audit entries about the person: on their flows, or a search by their id (kept as a hash prefix)."""
-    naming = [AuditEntry.target.like(f"%hash:{subject_key[:12]}%")]
+    naming: list[ColumnElement[bool]] = [AuditEntry.target.like(f"%hash:{subject_key[:12]}%")]
     # A reveal names the flow (`<id>`), a create the flow and the masked person (`<id> (151086•••••)`): never the
     # start of another id, and `_` or `%` in an id are its own characters (DESIGN allows ids other than UUIDs).
     naming += [AuditEntry.target == flow_id for flow_id in flow_ids]
