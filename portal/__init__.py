@@ -96,17 +96,22 @@ def check_settings(config: Mapping | None = None, instance_path: str = "instance
 
 
 def _refuse_a_webhook_path_over_a_page(app: Flask, path: str) -> None:
-    """The webhook lane takes every POST to FLOW_WEBHOOK_PATH before any page sees it: it must not be a page's."""
+    """The webhook lane takes every POST to FLOW_WEBHOOK_PATH before any page sees it: it must not be a page's, nor
+    the address a form of the portal posts to (/logout, /language)."""
+    if any(_route_at(app, path, method) not in (None, "webhooks.receive") for method in ("GET", "POST")):
+        print(f"portal: configuration error: FLOW_WEBHOOK_PATH is a page of the portal: {path}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _route_at(app: Flask, path: str, method: str) -> str | None:
+    """The endpoint answering `method` at `path`; "redirect" for a page's other address, None for no route."""
     try:
-        endpoint, _arguments = app.url_map.bind("localhost").match(path, method="GET")
-    except (NotFound, MethodNotAllowed):  # nothing to read there: the webhook's own route, or no route at all
-        return
+        endpoint, _arguments = app.url_map.bind("localhost").match(path, method=method)
+    except (NotFound, MethodNotAllowed):
+        return None
     except HTTPException:  # a redirect to a page's own address: a page all the same
-        endpoint = None
-    if endpoint == "webhooks.receive":
-        return
-    print(f"portal: configuration error: FLOW_WEBHOOK_PATH is a page of the portal: {path}", file=sys.stderr)
-    raise SystemExit(2)
+        return "redirect"
+    return endpoint
 
 
 def _refuse_a_parent_dotenv() -> None:

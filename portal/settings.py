@@ -418,10 +418,18 @@ def _trusted_hosts(read: _Reader, public_url: str) -> tuple[str, ...]:
     )
 
 
+_HOST_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+# A name, or with a leading dot every name under a domain (werkzeug's rule): ".lender.example".
+_TRUSTED_NAME = re.compile(rf"(?P<under>\.)?{_HOST_LABEL}(?P<more>(?:\.{_HOST_LABEL})*)")
+
+
 def _host_name(name: str) -> str:
     """A host name as the Host check takes it: names as written, IPv6 addresses in brackets ("::1" → "[::1]")."""
-    if not name or re.fullmatch(r"\.?[a-z0-9.-]+", name):
+    named = _TRUSTED_NAME.fullmatch(name)
+    if not name or (named and not (named["under"] and not named["more"])):
         return name
+    if named:  # ".com": every host under a top-level domain
+        raise SettingsError(f"PORTAL_TRUSTED_HOSTS: {name!r} would trust every host under it; name your own domain")
     try:
         return f"[{ipaddress.IPv6Address(name.strip('[]')).compressed}]"
     except ValueError:

@@ -57,6 +57,10 @@ def settings_with(**changes):
         ({"PORTAL_DATABASE_URL": "mysql://user@db/portal"}, "PORTAL_DATABASE_URL"),
         ({"PORTAL_REDIS_URL": "garbage"}, "PORTAL_REDIS_URL"),
         ({"FLOW_WEBHOOK_HEADER": "bad header"}, "FLOW_WEBHOOK_HEADER"),
+        ({"PORTAL_TRUSTED_HOSTS": "a..b"}, "PORTAL_TRUSTED_HOSTS"),  # every request refused by a 500
+        ({"PORTAL_TRUSTED_HOSTS": "."}, "PORTAL_TRUSTED_HOSTS"),  # "evil.example." trusted
+        ({"PORTAL_TRUSTED_HOSTS": ".com"}, "PORTAL_TRUSTED_HOSTS"),  # every host under com
+        ({"PORTAL_TRUSTED_HOSTS": "-portal.example"}, "PORTAL_TRUSTED_HOSTS"),
     ],
 )
 def test_bad_settings_name_themselves(changes, named):
@@ -64,6 +68,11 @@ def test_bad_settings_name_themselves(changes, named):
         settings_with(**changes)
     message = str(raised.value)
     assert named in message and "\n" not in message
+
+
+def test_trusted_hosts_take_names_addresses_and_every_name_under_a_domain():
+    settings = settings_with(PORTAL_TRUSTED_HOSTS="Portal.Lender.example, .lender.example, 10.0.0.5, ::2")
+    assert {"portal.lender.example", ".lender.example", "10.0.0.5", "[::2]"} <= set(settings.trusted_hosts)
 
 
 def test_defaults():
@@ -215,7 +224,7 @@ def test_database_and_redis_urls_of_the_documented_forms_are_taken():
         assert settings_with(PORTAL_REDIS_URL=url).redis_url == url
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/login", "/flows", "/admin/users"])
+@pytest.mark.parametrize("path", ["/healthz", "/login", "/flows", "/admin/users", "/logout", "/language"])
 def test_a_webhook_path_that_is_a_page_of_the_portal_stops_it(path, capsys):
     from portal import create_app
 
