@@ -42,7 +42,7 @@ CHOICES = {
     "has_more": ("bool", "missing", "string"),
     "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case"),
     "archived_default": ("current", "all"),
-    "error_style": ("design", "problem", "errors_array", "java", "text"),
+    "error_style": ("design", "problem", "errors_array", "rails", "google", "fastapi", "bare_array", "java", "text"),
     "create": ("design", "location_only", "accepted_links", "no_id", "conflict", "invalid", "not_found", "lost_answer"),
     "detail": ("spec", "quirky", "offset_times", "upper_case"),
     "token": ("ok", "refuse", "invalid_request", "unavailable"),
@@ -250,6 +250,25 @@ def error_response(style: str, status: int, code: str, message: str, problems=()
     if style == "errors_array":
         errors = [{"code": code, "message": text, "field": name} for name, text in problems]
         return _json({"errors": errors or [{"code": code, "message": message}]}, status)
+    if style == "rails":  # complaints by field; the general ones under "base"
+        errors: dict[str, list[str]] = {"base": [message]}
+        for name, text in problems:
+            errors.setdefault(name, []).append(text)
+        return _json({"errors": errors}, status)
+    if style == "google":
+        violations = [{"field": name, "description": text} for name, text in problems]
+        error = {"code": status, "message": message, "status": code.upper()}
+        if violations:
+            error["details"] = [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": violations}]
+        return _json({"error": error}, status)
+    if style == "fastapi":
+        if problems:
+            return _json(
+                {"detail": [{"loc": ["body", name], "msg": text, "type": code} for name, text in problems]}, status
+            )
+        return _json({"detail": message}, status)
+    if style == "bare_array":
+        return _json([{"field": name, "message": text} for name, text in problems] or [{"message": message}], status)
     if style == "java":
         exception = JAVA_EXCEPTIONS.get(status, "java.lang.NullPointerException")
         reason = problems[0][1] if problems else message

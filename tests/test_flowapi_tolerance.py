@@ -290,6 +290,28 @@ def test_field_complaints_are_read_under_each_name_services_use(key):
     assert [(detail.field, detail.message) for detail in problem.details] == [("lastName", "too long")]
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"errors": {"lastName": ["too long"]}},  # Rails
+        {
+            "error": {
+                "code": 422,
+                "message": "",
+                "details": [{"fieldViolations": [{"field": "lastName", "description": "too long"}]}],
+            }
+        },
+        {"detail": [{"loc": ["body", "lastName"], "msg": "too long", "type": "value_error"}]},  # FastAPI
+        [{"field": "lastName", "message": "too long"}],  # a bare array
+    ],
+    ids=["rails", "google", "fastapi", "bare_array"],
+)
+def test_field_complaints_in_the_shapes_of_common_frameworks_are_read(body):
+    problem = read_problem(422, body)
+    assert [(detail.field, detail.message) for detail in problem.details] == [("lastName", "too long")]
+    assert problem.reason == "lastName: too long"
+
+
 @pytest.mark.parametrize("words", ["message", "reason", "detail", "title"])
 def test_a_field_complaint_is_read_under_each_name_for_its_words(words):
     problem = read_problem(422, {"errors": [{"field": "lastName", words: "too long"}]})

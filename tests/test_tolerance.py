@@ -35,7 +35,7 @@ NOTICE = 'data-testid="list-notice"'
 REFERENCE = re.compile(r"\bAL-(\d+)\b")
 TIME = re.compile(r'<time\b[^>]*\bdatetime="([^"]+)"')
 INTERNALS = ("java.lang", "\tat ", ".java:")
-READABLE_STYLES = ("design", "problem", "errors_array")
+READABLE_STYLES = ("design", "problem", "errors_array", "rails", "google", "fastapi", "bare_array")
 STYLES = (*READABLE_STYLES, "java", "text")
 LIMIT_REASON = "limit must be between 1 and 5"
 

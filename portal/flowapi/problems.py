@@ -2,7 +2,9 @@
 
 DESIGN's `{"error", "message", "details": [{"field", "message"}]}`, RFC 7807 problem+json
 (`title`, `detail`, `invalid-params: [{"name", "reason"}]`), an `errors: [...]` array (with
-`field` or a JSON:API `source.pointer`), `error_description`, or plain text.
+`field` or a JSON:API `source.pointer`), Rails' `errors: {"lastName": ["can't be blank"]}`, Google's
+`error: {"message", "details": [{"fieldViolations": [{"field", "description"}]}]}`, FastAPI's
+`detail: [{"loc": [..., "lastName"], "msg"}]`, a bare array of complaints, `error_description`, or plain text.
 """
 
 import re
@@ -26,10 +28,20 @@ class Problem:
 
 def read_problem(status: int, body: Any, text: str = "", request_id: str | None = None) -> Problem:
     """The error code, the service's reason and its per-field complaints, each cleaned."""
+    body = _unwrapped(body)
     if not isinstance(body, dict):
         return Problem(f"http_{status}", _plain_text(text, request_id))
     details = _details(body, request_id)
     return Problem(_code(body, status), _reason(body, details, request_id), details)
+
+
+def _unwrapped(body: Any) -> Any:
+    """A bare array of complaints as `errors`; Google's `error` object as the answer itself."""
+    if isinstance(body, list):
+        return {"errors": body}
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return {**{key: value for key, value in body.items() if key != "error"}, **body["error"]}
+    return body
 
 
 def _plain_text(text: str, request_id: str | None) -> str | None:
@@ -42,7 +54,14 @@ def _code(body: dict[str, Any], status: int) -> str:
     first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
     problem_type = body.get("type")
     problem_type = problem_type if isinstance(problem_type, str) else ""
-    for candidate in (body.get("error"), body.get("code"), first.get("code"), problem_type.rstrip("/").rsplit("/")[-1]):
+    candidates = (
+        body.get("error"),
+        body.get("code"),
+        body.get("status"),
+        first.get("code"),
+        problem_type.rstrip("/").rsplit("/")[-1],
+    )
+    for candidate in candidates:
         if isinstance(candidate, str) and _CODE.fullmatch(candidate) and candidate != "about:blank":
             return candidate
     return f"http_{status}"
@@ -66,23 +85,37 @@ def _reason(body: dict[str, Any], details: list[FieldError], request_id: str | N
 
 
 def _details(body: dict[str, Any], request_id: str | None) -> list[FieldError]:
-    items: list[dict[str, Any]] = []
-    for key in ("details", "invalid-params", "invalid_params", "errors", "violations"):
-        value = body.get(key)
-        if isinstance(value, list):
-            items.extend(item for item in value if isinstance(item, dict))
+    items = _complaints(body)
     found = []
     for item in items[:MAX_DETAILS]:
-        message = _first_reason(item, ("message", "reason", "detail", "title"), request_id)
+        message = _first_reason(item, ("message", "reason", "detail", "title", "msg", "description"), request_id)
         if message:
             found.append(FieldError(_field_name(item), message))
     return found
 
 
+def _complaints(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every complaint of the answer as an object, wherever and however the service wrote it."""
+    items: list[dict[str, Any]] = []
+    for key in ("details", "invalid-params", "invalid_params", "errors", "violations", "detail"):
+        value = body.get(key)
+        if isinstance(value, list):
+            items.extend(item if isinstance(item, dict) else {"message": item} for item in value)
+        elif isinstance(value, dict) and key == "errors":  # {"lastName": ["can't be blank"], "base": "..."}
+            for name, words in value.items():
+                items.extend(
+                    {"field": name, "message": said} for said in (words if isinstance(words, list) else [words])
+                )
+    nested = [inner for item in items for inner in item.get("fieldViolations") or () if isinstance(inner, dict)]
+    return [item for item in items if "fieldViolations" not in item] + nested
+
+
 def _field_name(item: dict[str, Any]) -> str:
     source = item.get("source")
     source = source if isinstance(source, dict) else {}
-    for candidate in (*(item.get(key) for key in FIELD_KEYS), source.get("pointer"), source.get("parameter")):
+    location = item.get("loc")
+    last = location[-1] if isinstance(location, list) and location else None
+    for candidate in (*(item.get(key) for key in FIELD_KEYS), source.get("pointer"), source.get("parameter"), last):
         if isinstance(candidate, str) and candidate:
             # "/data/attributes/lastName", "body.lastName", "lastName" all name lastName
             name = re.split(r"[/.]", candidate.strip("/"))[-1]
