@@ -143,6 +143,35 @@ UPSTREAM_PAGES = (
 )
 
 
+# The same failures of the identity provider, before any call to the Flow API: its name, not the service's.
+IDENTITY_PROVIDER_PAGES = (
+    (
+        UpstreamTimeout,
+        504,
+        _l("The Flow Service's identity provider is slow"),
+        _l("It did not answer the portal's token request in time. Try again in a moment."),
+        True,
+    ),
+    (
+        UpstreamProtocolError,
+        502,
+        _l("The Flow Service's identity provider sent something unexpected"),
+        _l(
+            "The portal cannot use its answer to the token request. If it keeps happening, an administrator should "
+            "run `flask --app portal check` and tell the operator the code below."
+        ),
+        True,
+    ),
+    (
+        UpstreamUnavailable,
+        503,
+        _l("The Flow Service's identity provider is unavailable"),
+        _l("The portal cannot get a token to call the Flow Service. Try again in a moment."),
+        True,
+    ),
+)
+
+
 def service_away(error: FlowApiError) -> bool:
     """A failure that passes: the service down, slow, busy or garbled, or its identity provider down or slow. Not a
     setting to fix (no endpoint, no scope, a refused client, a token answer the portal cannot use): those want an
@@ -185,6 +214,10 @@ def _retry_url(retry: bool) -> str | None:
 
 
 def _upstream_page(error: FlowApiError) -> tuple:
+    if not error.reached_api and not isinstance(error, (TokenRequestRefused, SandboxInProduction, RateLimited)):
+        found = next((entry for entry in IDENTITY_PROVIDER_PAGES if isinstance(error, entry[0])), None)
+        if found:
+            return found
     return next(entry for entry in UPSTREAM_PAGES if isinstance(error, entry[0]))  # FlowApiError is the last
 
 

@@ -480,11 +480,13 @@ def test_unavailable_identity_provider_is_retried_then_explained(staff, alt):
     assert answer.status_code == 302 and answer.headers["Location"] == "/flows?archived=all", "the index instead"
     page = get(staff, answer.headers["Location"])
     assert page.status_code == 200 and "so these flows come from the portal" in page.text
+    assert "The Flow Service&#39;s identity provider is unavailable, so these flows" in page.text, "not the service"
     assert_sound(page)
     assert alt.counts["token"] >= 2, "a 503 from the identity provider is tried again"
     assert alt.counts["list"] == 0
     detail = get(staff, f"/flows/{alt.by_number(42).id}")
     assert detail.status_code in (502, 503, 504) and "Search the portal" in detail.text
+    assert "identity provider is unavailable" in detail.text
 
 
 def test_token_lifetime_in_words_is_diagnosed_truthfully(staff, alt, caplog):
