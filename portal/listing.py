@@ -9,7 +9,7 @@ position it was given.
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -140,10 +140,22 @@ def navigate(query: ListQuery, page: FlowPage) -> Navigation:
     return nav
 
 
+def past_the_cursor(after: str | None, page: FlowPage) -> tuple[FlowPage, int]:
+    """`page` without the flows up to and including `after` when the service sent them again at its start (reading
+    the cursor as "from" instead of "after"), and how many it left out; whole when nothing new comes after them
+    (the previous page again: `repeats_previous_page`)."""
+    ids = [item.id for item in page.items]
+    if not after or after not in ids or ids[-1] == after:
+        return page, 0
+    cut = ids.index(after) + 1
+    return replace(page, items=page.items[cut:], left_out=page.left_out + cut), cut
+
+
 def repeats_previous_page(after: str | None, previous: str | None, page: FlowPage) -> bool:
-    """Whether `page` is the page asked from again: it holds the `after` cursor, or the previous page's fingerprint."""
-    ids = {item.id for item in page.items if item.id}
-    return bool(after and after in ids) or bool(previous and previous == fingerprint(page))
+    """Whether `page` is the page asked from again: it ends with the `after` cursor (nothing new after it), or has
+    the previous page's fingerprint."""
+    ids = [item.id for item in page.items if item.id]
+    return bool(after and ids and ids[-1] == after) or bool(previous and previous == fingerprint(page))
 
 
 # Why a walk cannot go on although the service says more flows follow.
@@ -162,7 +174,7 @@ class NextStep:
 
 def next_step(page: FlowPage, limit: int, at: tuple[tuple[str, str], ...] = ()) -> NextStep:
     """The way from `page` (asked for at position `at`, `limit` per page) to the next one, never the same one."""
-    guessed = page.has_more is None and bool(page.next_position or len(page.items) >= limit)
+    guessed = page.has_more is None and bool(page.next_position or len(page.items) + page.left_out >= limit)
     if not (page.has_more or guessed):
         return NextStep()
     if page.next_position:

@@ -38,7 +38,16 @@ SEED_TIME = datetime(2026, 11, 22, 12, 5, 0, 123000, tzinfo=UTC)
 OSLO_WINTER = timezone(timedelta(hours=1))
 
 CHOICES = {
-    "paging": ("cursor", "ignore_cursor", "next_cursor", "next_link", "links_next", "offset", "empty_endless"),
+    "paging": (
+        "cursor",
+        "cursor_inclusive",
+        "ignore_cursor",
+        "next_cursor",
+        "next_link",
+        "links_next",
+        "offset",
+        "empty_endless",
+    ),
     "has_more": ("bool", "missing", "string"),
     "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case", "upper_case_ids"),
     "archived_default": ("current", "all"),
@@ -542,8 +551,8 @@ def list_response(alt: AltService) -> Response:
 
 def slice_page(paging: str, chosen: list[AltFlow], limit: int) -> tuple[list[AltFlow], bool, dict]:
     """The page asked for in the paging style of the switch, whether more follow, and its extra fields."""
-    if paging == "cursor":
-        return cursor_page(chosen, limit)
+    if paging in ("cursor", "cursor_inclusive"):
+        return cursor_page(chosen, limit, inclusive=paging == "cursor_inclusive")
     if paging == "ignore_cursor":
         return chosen[:limit], len(chosen) > limit, {}
     if paging == "empty_endless":  # no flows on any page, yet more said to follow, behind a new cursor every time
@@ -575,8 +584,9 @@ def slice_page(paging: str, chosen: list[AltFlow], limit: int) -> tuple[list[Alt
     return chosen[start : start + limit], more, {"_links": links}
 
 
-def cursor_page(chosen: list[AltFlow], limit: int) -> tuple[list[AltFlow], bool, dict]:
-    """DESIGN §3: `starting_after` / `ending_before` flow ids, `has_more` in the direction of travel."""
+def cursor_page(chosen: list[AltFlow], limit: int, inclusive: bool = False) -> tuple[list[AltFlow], bool, dict]:
+    """DESIGN §3: `starting_after` / `ending_before` flow ids, `has_more` in the direction of travel; `inclusive`:
+    `starting_after` read as "from", so a page starts with the flow it names."""
     after, before = request.args.get("starting_after"), request.args.get("ending_before")
     if after and before:
         raise Refused(400, "validation_error", "starting_after and ending_before cannot be combined")
@@ -585,7 +595,7 @@ def cursor_page(chosen: list[AltFlow], limit: int) -> tuple[list[AltFlow], bool,
         if cursor and cursor not in ids:
             raise Refused(400, "validation_error", f"{name} names no flow in this list", [(name, "unknown flow id")])
     if after:
-        start = ids.index(after) + 1
+        start = ids.index(after) + (0 if inclusive else 1)
         return chosen[start : start + limit], start + limit < len(chosen), {}
     if before:
         end = ids.index(before)

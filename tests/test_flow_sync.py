@@ -202,7 +202,7 @@ def test_a_flow_created_during_a_full_sync_is_not_marked_gone(sync_app, sandbox)
 # -- paging ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("paging", ["cursor", "next_cursor", "next_link", "links_next", "offset"])
+@pytest.mark.parametrize("paging", ["cursor", "cursor_inclusive", "next_cursor", "next_link", "links_next", "offset"])
 def test_every_paging_style_reaches_every_flow_once(alt_app, alt, paging):
     reseed(alt, current=230, archived=20)
     alt.set(paging=paging)

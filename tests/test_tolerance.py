@@ -158,7 +158,7 @@ def check_combination(client, alt: AltService) -> list[str]:
 
 # -- the list, every paging choice -------------------------------------------------------------
 
-PAGINGS = ("cursor", "ignore_cursor", "next_cursor", "next_link", "links_next", "offset")
+PAGINGS = ("cursor", "cursor_inclusive", "ignore_cursor", "next_cursor", "next_link", "links_next", "offset")
 HAS_MORE = ("bool", "missing", "string")
 SHAPES = [(items, default) for items in ("full", "no_id", "empty") for default in ("current", "all")]
 

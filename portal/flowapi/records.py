@@ -194,6 +194,7 @@ class FlowPage:
     has_more: bool | None
     next_position: dict[str, str] | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    left_out: int = 0  # items the service sent that the portal left out (shown on the previous page already)
 
     @classmethod
     def from_json(cls, payload: Any) -> "FlowPage":

@@ -24,7 +24,7 @@ from .. import current
 from ..database import changed_rows
 from ..extensions import db
 from ..flowapi import FlowApiError, FlowClient, FlowPage, NotFound
-from ..listing import NO_WAY_ON, SAME_POSITION, fingerprint, next_step, repeats_previous_page
+from ..listing import NO_WAY_ON, SAME_POSITION, fingerprint, next_step, past_the_cursor, repeats_previous_page
 from ..models import FlowRecord, Lease
 from .gapcheck import GAP_CHECKS, GapCheck, check_gaps
 from .observations import SYNC, Observation, from_detail, from_summary
@@ -209,6 +209,7 @@ def walk_pages(client: FlowClient, walk: Walk) -> Iterator[FlowPage]:
         page = client.list_flows(walk.limit, walk.archived, starting_after=after, position=dict(at) or None)
         if repeats_previous_page(after, previous, page):
             raise WalkStopped(REPEATED)
+        page, _resent = past_the_cursor(after, page)
         empty_in_a_row = 0 if page.items else empty_in_a_row + 1
         if empty_in_a_row >= EMPTY_PAGES_IN_A_ROW:
             raise WalkStopped(EMPTY)

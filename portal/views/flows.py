@@ -52,7 +52,7 @@ from ..flowindex.store import index_record
 from ..flowlinks import hidden_in_urls, left_untidy, url_form
 from ..flowsearch import DEFAULTS, SearchQuery, read_search, typed_whole, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, RevealForm
-from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query
+from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query, past_the_cursor
 from ..masking import mask_flow_id, mask_national_id
 from ..models import utc_now
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
@@ -105,6 +105,17 @@ def index():
     if query.before and page.has_more is False:
         # Back at the newest flows: show the first page whole, not the short remainder.
         return redirect(query.url())
+    page, resent = past_the_cursor(query.after, page)
+    if resent:
+        notices.append(
+            ngettext(
+                "The Flow Service sent the last flow of the previous page again at the start of this one; it is "
+                "shown there only.",
+                "The Flow Service sent the last %(num)s flows of the previous page again at the start of this one; "
+                "they are shown there only.",
+                resent,
+            )
+        )
     saw_page(page, query.archived)
     nav = navigate(query, page)
     return render_template(
