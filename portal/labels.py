@@ -77,6 +77,8 @@ ACCESS_KIND_LABELS = {
 RECORD_KIND_LABELS = {
     "flows": _l("flows in the index"),
     "events": _l("webhook events"),
+    "incidents": _l("incidents of the flows"),
+    "notifications": _l("notifications about the flows"),
     "create_submissions": _l("create submissions"),
     "audit": _l("audit entries"),
     "access_log": _l("access log entries"),

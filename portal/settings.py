@@ -373,7 +373,7 @@ def _staff_sso(read: _Reader) -> tuple[str | None, str | None, str | None]:
 
 
 # The kinds of record a subject request covers (portal.subjects), in the order of its export document.
-SUBJECT_RECORD_KINDS = ("flows", "events", "create_submissions", "audit", "access_log")
+SUBJECT_RECORD_KINDS = ("flows", "events", "incidents", "notifications", "create_submissions", "audit", "access_log")
 
 
 def _legal_hold(read: _Reader) -> tuple[str, ...]:

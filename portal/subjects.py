@@ -1,8 +1,8 @@
 """Subject requests: everything the portal stores about one person, to hand over (access) or to erase.
 
 A person is found by their subject key, the keyed hash of their national id (PORTAL_INDEX_KEY): their
-rows in the flow index, then what hangs off those flows (webhook events, create submissions, audit
-entries naming the flow) and what names the person directly (events whose body carries their id,
+rows in the flow index, then what hangs off those flows (webhook events, incidents, notifications, create
+submissions, audit entries naming the flow) and what names the person directly (events whose body carries their id,
 their access log). Erasure removes those records except the kinds a legal hold keeps
 (PORTAL_LEGAL_HOLD); it is audited under a short prefix of the subject key, never the id.
 """
@@ -19,7 +19,17 @@ from .audit import record_audit
 from .database import changed_rows
 from .extensions import db
 from .insight_rollups import mark_flows
-from .models import AccessEntry, AuditEntry, CreateSubmission, FlowRecord, WebhookEvent, utc_now
+from .models import (
+    AccessEntry,
+    AuditEntry,
+    CreateSubmission,
+    FlowIncident,
+    FlowRecord,
+    Notification,
+    NotificationAttempt,
+    WebhookEvent,
+    utc_now,
+)
 from .settings import SUBJECT_RECORD_KINDS as KINDS  # the kinds a legal hold may name
 
 EVENT_SCAN_BATCH = 500
@@ -38,6 +48,8 @@ class SubjectRecords:
     subject_key: str
     flows: list[FlowRecord] = field(default_factory=list)
     events: list[WebhookEvent] = field(default_factory=list)
+    incidents: list[FlowIncident] = field(default_factory=list)
+    notifications: list[Notification] = field(default_factory=list)
     create_submissions: list[CreateSubmission] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
     access_log: list[AccessEntry] = field(default_factory=list)
@@ -56,6 +68,8 @@ def find_subject(national_id: str) -> SubjectRecords | None:
     flow_ids = [record.flow_id for record in found.flows]
     found.events = _events_of(subject_key, flow_ids)
     if flow_ids:
+        found.incidents = list(db.session.scalars(select(FlowIncident).where(FlowIncident.flow_id.in_(flow_ids))))
+        found.notifications = list(db.session.scalars(select(Notification).where(Notification.flow_id.in_(flow_ids))))
         found.create_submissions = list(
             db.session.scalars(select(CreateSubmission).where(CreateSubmission.flow_id.in_(flow_ids)))
         )
@@ -72,6 +86,8 @@ def export_document(found: SubjectRecords) -> dict:
         "counts": found.counts(),
         "flows": [_row(record, exclude=("national_id_hash",)) for record in found.flows],
         "events": [_row(event) | {"body": _json_or_text(event.body)} for event in found.events],
+        "incidents": [_row(incident) for incident in found.incidents],
+        "notifications": [_row(notice) | {"payload": _json_or_text(notice.payload)} for notice in found.notifications],
         "create_submissions": [_row(row, exclude=("token",)) for row in found.create_submissions],
         "audit": [_row(entry) for entry in found.audit],
         "access_log": [_row(entry, exclude=("subject_key",)) for entry in found.access_log],
@@ -84,6 +100,8 @@ def erase(found: SubjectRecords, held: tuple[str, ...], actor: str) -> dict[str,
     for kind, model in (
         ("flows", FlowRecord),
         ("events", WebhookEvent),
+        ("incidents", FlowIncident),
+        ("notifications", Notification),
         ("create_submissions", CreateSubmission),
         ("audit", AuditEntry),
         ("access_log", AccessEntry),
@@ -94,6 +112,10 @@ def erase(found: SubjectRecords, held: tuple[str, ...], actor: str) -> dict[str,
             continue
         if model is FlowRecord:
             mark_flows(FlowRecord.id.in_([row.id for row in rows]))  # their insight rollups are summed again
+        if model is Notification:  # SQLite keeps foreign keys unenforced: no cascade to rely on
+            db.session.execute(
+                delete(NotificationAttempt).where(NotificationAttempt.notification_id.in_([row.id for row in rows]))
+            )
         removed[kind] = changed_rows(delete(model).where(model.id.in_([row.id for row in rows])))
     summary = ", ".join(f"{kind} {count}" for kind, count in removed.items())
     record_audit(actor, "subject_erase", f"subject {found.subject_key[:12]}: {summary}", commit=False)

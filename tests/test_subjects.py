@@ -8,7 +8,16 @@ import pytest
 from support import add_user, deliver_signed, sign_in
 
 from portal.extensions import db
-from portal.models import AccessEntry, AuditEntry, CreateSubmission, FlowRecord, WebhookEvent
+from portal.models import (
+    AccessEntry,
+    AuditEntry,
+    CreateSubmission,
+    FlowIncident,
+    FlowRecord,
+    Notification,
+    NotificationAttempt,
+    WebhookEvent,
+)
 from portal.subjects import find_subject
 
 PERSON = "15108695088"
@@ -35,6 +44,20 @@ def two_people(app, signed_in, sandbox):
     app.extensions["flow_index"].flush()
     with app.app_context():
         db.session.add(CreateSubmission(token=uuid.uuid4().hex, username="operator-user", flow_id=flows[PERSON]))
+        for person, flow_id in flows.items():  # an incident on each flow, told to a receiver that failed once
+            db.session.add(FlowIncident(flow_id=flow_id, incident_id=f"i-{person}", message="Stuck", source="detail"))
+            notice = Notification(
+                channel="webhook",
+                kind="incident",
+                dedupe_key=f"i-{person}",
+                flow_id=flow_id,
+                subject="Incident",
+                payload="{}",
+                status="failed",
+            )
+            db.session.add(notice)
+            db.session.flush()
+            db.session.add(NotificationAttempt(notification_id=notice.id, detail="HTTP 500 from the receiver"))
         db.session.commit()
     return flows
 
@@ -47,7 +70,15 @@ def test_the_export_holds_exactly_that_persons_records(app, two_people):
     result = run(app, "export", "151086 95088")
     assert result.exit_code == 0, result.output
     document = json.loads(result.output)
-    assert document["counts"] == {"flows": 1, "events": 3, "create_submissions": 1, "audit": 1, "access_log": 2}
+    assert document["counts"] == {
+        "flows": 1,
+        "events": 3,
+        "incidents": 1,
+        "notifications": 1,
+        "create_submissions": 1,
+        "audit": 1,
+        "access_log": 2,
+    }
     assert [flow["flow_id"] for flow in document["flows"]] == [two_people[PERSON]]
     assert two_people[OTHER] not in result.output and "811218" not in result.output
     assert {entry["kind"] for entry in document["access_log"]} == {"flow_detail", "reveal"}
@@ -72,6 +103,9 @@ def test_erasure_leaves_none_of_the_persons_records_and_keeps_the_held_kind(app,
         held = db.session.query(AuditEntry).filter_by(action="reveal_national_id", target=two_people[PERSON]).count()
         assert held == 1, "the held audit entry stays, no longer linked to the person by any index row"
         assert db.session.query(AccessEntry).count() >= 2 and db.session.query(WebhookEvent).count() == 1
+        assert [row.flow_id for row in db.session.query(FlowIncident)] == [two_people[OTHER]]
+        assert [row.flow_id for row in db.session.query(Notification)] == [two_people[OTHER]]
+        assert db.session.query(NotificationAttempt).count() == 1, "the erased notice's attempts went with it"
 
 
 def test_erasure_asks_first_and_a_bad_id_is_a_clear_error(app, two_people):
@@ -105,7 +139,11 @@ def test_the_admin_page_exports_and_erases_with_a_confirmation(app, signed_in, t
     erased = admin.post("/admin/subjects", data={"national_id": PERSON, "erase": "Erase", "confirm": "y"})
     assert erased.status_code == 302
     said = html.unescape(admin.get(erased.headers["Location"]).text)
-    assert "Erased: flows in the index 1, webhook events 3, create submissions 1, access log entries 2." in said
+    erased = (
+        "Erased: flows in the index 1, webhook events 3, incidents of the flows 1, notifications about the flows 1, "
+        "create submissions 1, access log entries 2."
+    )
+    assert erased in said
     assert "Kept under the legal hold (PORTAL_LEGAL_HOLD): audit entries 1. They no longer lead to the person" in said
     assert "audit 0" not in said, "no count that reads as 'there were none'"
     assert "The Flow Service keeps its own records of this person's flows" in said, "the erasure ends at the portal"
