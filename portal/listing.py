@@ -135,6 +135,16 @@ def navigate(query: ListQuery, page: FlowPage) -> Navigation:
     nav.next_url = _next_url(query, page, nav.notices)
     if query.at:
         nav.newest_url = query.url()
+    elif query.before and query.before in {item.id for item in page.items}:
+        # Asked for the flows before X, it sent X among them: it ignores the position, and a Previous link from
+        # here would lead to this same page for ever.
+        nav.notices.append(
+            _(
+                "The Flow Service ignores the position to go back from, so this may not be the page before the one "
+                "you were on; go back to the newest flows or on with Next."
+            )
+        )
+        nav.newest_url = query.url()
     elif query.after or (query.before and page.has_more is not False):
         nav.previous_url = query.url(before=page.first_id or query.after)
     return nav

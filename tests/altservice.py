@@ -41,6 +41,7 @@ CHOICES = {
     "paging": (
         "cursor",
         "cursor_inclusive",
+        "ignore_before",
         "ignore_cursor",
         "next_cursor",
         "next_link",
@@ -553,6 +554,10 @@ def slice_page(paging: str, chosen: list[AltFlow], limit: int) -> tuple[list[Alt
     """The page asked for in the paging style of the switch, whether more follow, and its extra fields."""
     if paging in ("cursor", "cursor_inclusive"):
         return cursor_page(chosen, limit, inclusive=paging == "cursor_inclusive")
+    if paging == "ignore_before":  # starting_after honoured, ending_before not: the newest flows instead
+        if request.args.get("ending_before"):
+            return chosen[:limit], len(chosen) > limit, {}
+        return cursor_page(chosen, limit)
     if paging == "ignore_cursor":
         return chosen[:limit], len(chosen) > limit, {}
     if paging == "empty_endless":  # no flows on any page, yet more said to follow, behind a new cursor every time

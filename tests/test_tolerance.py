@@ -176,6 +176,21 @@ def test_list_walk_reaches_every_flow_once_or_says_why(staff, alt, paging):
     assert not broken, "\n".join(broken)
 
 
+def test_going_back_on_a_service_that_ignores_the_position_ends(staff, alt):
+    """Previous on a service that ignores ending_before led to the newest page, whose Previous led to itself."""
+    alt.set(paging="ignore_before")
+    page = get(staff, "/flows")
+    for _ in range(2):  # on to page 3
+        page = get(staff, unescape(re.search(r'<a class="page-link" rel="next" href="([^"]+)"', page.text)[1]))
+    for clicks in range(1, 6):
+        back = re.search(r'<a class="page-link" rel="prev" href="([^"]+)"', page.text)
+        if back is None:
+            break
+        page = get(staff, unescape(back[1]))
+    assert clicks <= 3, "Previous kept leading somewhere"
+    assert "The Flow Service ignores the position to go back from" in page.text
+
+
 def test_a_uuid_whose_digits_read_as_a_national_id_is_listed_whole(staff, alt):
     """Staff copy the id from the list: a UUID is shown as it is (one in 8,000 holds digits like an id)."""
     flow_id = "4014c8ed-cd15-4e9e-bf57-ff2203813460"
