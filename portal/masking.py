@@ -71,11 +71,17 @@ def _swedish(number: str) -> bool:
 
 
 def _norwegian(number: str) -> bool:
-    return fodselsnummer.is_valid("".join(char for char in number if char.isdigit()))
+    """A valid fødselsnummer or D-number, or one of the synthetic Tenor series (month + 80) the portal takes too."""
+    digits = "".join(char for char in number if char.isdigit())
+    if fodselsnummer.is_valid(digits):
+        return True
+    tenor = len(digits) == 11 and 81 <= int(digits[2:4]) <= 92
+    return tenor and digits[-2:] == fodselsnummer.calc_check_digit1(digits) + fodselsnummer.calc_check_digit2(digits)
 
 
 def _finnish(number: str) -> bool:
-    return hetu.is_valid(number[:6] + number[-5:])
+    """A valid henkilötunnus, the synthetic series (individual number 900–999) included."""
+    return hetu.is_valid(number[:6] + number[-5:], allow_temporary=True)
 
 
 # Glued: each shape with the check that tells an id from digits that merely look like one.

@@ -213,6 +213,8 @@ def test_keys_not_naming_a_national_id(key):
         # glued to letters: masked when the number is a valid id
         ("SE811218-9876 / NO15108695088 / ID131052-308T", "SE811218-•••• / NO151086••••• / ID131052-••••"),
         ("fnr15108695088, LOAN-811218-9876", "fnr151086•••••, LOAN-811218-••••"),
+        # the synthetic series the portal takes (Tenor: month + 80; Finnish 900-999) glued too (found by an attack)
+        ("LA-16822548834 and LA-010190-900P", "LA-168225••••• and LA-010190-••••"),
         ("person 151086-95088", "person 151086-•••••"),
         # any dash, the minus sign, a no-break space, / . _ as the separator
         ("811218\u20139876 811218\u20119876 811218\u22129876", "811218\u2013•••• 811218\u2011•••• 811218\u2212••••"),
