@@ -59,6 +59,7 @@ _SWEDISH_ISO_DATE_IN_TEXT = re.compile(  # 1981-12-18-9876: the birth date writt
 # neither holds no id (one search, where the substitutions below cost six; most text is short and has none).
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII | re.IGNORECASE)
 _MAYBE_AN_ID = re.compile(r"[0-9]{6}|[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script
 
 
 def _swedish(number: str) -> bool:
@@ -156,8 +157,21 @@ def mask_text(text: str) -> str: ...
 @overload
 def mask_text(text: _T) -> _T: ...
 def mask_text(text: object) -> object:
-    """The text with every id-shaped number in it masked; anything not a string is returned as it is."""
-    if not isinstance(text, str) or not _MAYBE_AN_ID.search(text):
+    """The text with every id-shaped number in it masked; anything not a string is returned as it is.
+
+    Digits of other scripts (fullwidth １, Arabic-Indic ١) count as digits: the search reads an id written in them,
+    so they are masked too (the text then shows ASCII digits where an id was found)."""
+    if not isinstance(text, str):
+        return text
+    if not text.isascii() and _OTHER_DIGIT.search(text):
+        in_ascii_digits = _OTHER_DIGIT.sub(lambda digit: str(unicodedata.decimal(digit[0])), text)
+        masked = _masked_ascii(in_ascii_digits)
+        return text if masked == in_ascii_digits else masked
+    return _masked_ascii(text)
+
+
+def _masked_ascii(text: str) -> str:
+    if not _MAYBE_AN_ID.search(text):
         return text
     text = _SEPARATED_IN_TEXT.sub(_masked, text)
     text = _NORWEGIAN_IN_TEXT.sub(_masked, text)

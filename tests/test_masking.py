@@ -215,6 +215,10 @@ def test_keys_not_naming_a_national_id(key):
         ("fnr15108695088, LOAN-811218-9876", "fnr151086•••••, LOAN-811218-••••"),
         # the synthetic series the portal takes (Tenor: month + 80; Finnish 900-999) glued too (found by an attack)
         ("LA-16822548834 and LA-010190-900P", "LA-168225••••• and LA-010190-••••"),
+        # digits of other scripts, as the search reads them (fullwidth, Arabic-Indic); other text in them kept as it is
+        ("name A1510869508\uff18", "name A151086•••••"),
+        ("\u0661\u0665\u0661\u0660\u0668\u0666\u0669\u0665\u0660\u0668\u0668", "151086•••••"),
+        ("Room \uff11\uff12\uff13\uff14\uff15\uff16\uff17", "Room \uff11\uff12\uff13\uff14\uff15\uff16\uff17"),
         ("person 151086-95088", "person 151086-•••••"),
         # any dash, the minus sign, a no-break space, / . _ as the separator
         ("811218\u20139876 811218\u20119876 811218\u22129876", "811218\u2013•••• 811218\u2011•••• 811218\u2212••••"),
