@@ -76,6 +76,7 @@ class AltOptions:
     list_status: int | None = None
     token: str = "ok"
     expires_in: Any = 300  # sent as given: 300, "5m", ...
+    byte_order_mark: bool = False  # the list's JSON begins with one (UTF-8 BOM)
 
     def __post_init__(self):
         for name, allowed in CHOICES.items():
@@ -547,6 +548,8 @@ def list_response(alt: AltService) -> Response:
         body["has_more"] = more
     elif options.has_more == "string":
         body["has_more"] = "true" if more else "false"
+    if options.byte_order_mark:
+        return Response(b"\xef\xbb\xbf" + json.dumps(body | extra).encode(), 200, content_type="application/json")
     return _json(body | extra, 200)
 
 

@@ -176,6 +176,12 @@ def test_list_walk_reaches_every_flow_once_or_says_why(staff, alt, paging):
     assert not broken, "\n".join(broken)
 
 
+def test_a_list_whose_json_begins_with_a_byte_order_mark_is_read(staff, alt):
+    alt.set(byte_order_mark=True)
+    page = get(staff, "/flows")
+    assert page.status_code == 200 and f'href="/flows/{alt.current_ids()[0]}"' in page.text
+
+
 def test_going_back_on_a_service_that_ignores_the_position_ends(staff, alt):
     """Previous on a service that ignores ending_before led to the newest page, whose Previous led to itself."""
     alt.set(paging="ignore_before")

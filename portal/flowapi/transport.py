@@ -4,6 +4,7 @@ Retries are our own small loop rather than urllib3's `Retry`, because the whole 
 a time budget: `Retry` sleeps for whatever `Retry-After` says and knows nothing of token renewal.
 """
 
+import json
 import logging
 import os
 import time
@@ -237,7 +238,9 @@ def _json_or_none(response: requests.Response) -> Any:
     if not response.content:
         return None
     try:
-        return response.json()
+        # From the bytes, as JSON is read (RFC 8259: UTF-8, a byte-order mark tolerated), whatever charset the
+        # Content-Type claims: requests would decode by the header and then fail on a BOM.
+        return json.loads(response.content)
     except (ValueError, RecursionError):
         return None
 
