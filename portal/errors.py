@@ -28,6 +28,7 @@ from .flowapi import (
     UpstreamUnavailable,
     ValidationFailed,
 )
+from .flowindex.store import index_record
 from .flowlinks import is_local_path, return_address
 
 log = logging.getLogger(__name__)
@@ -192,11 +193,13 @@ def render_error(
     reason: str | None = None,
     reason_from_identity_provider: bool = False,
     service_away: bool = False,
+    heard_of: bool = False,
 ):
     return render_template(
         "errors/error.html",
         status=status,
         service_away=service_away,
+        heard_of=heard_of,
         title=title,
         advice=advice,
         reason=reason,
@@ -251,7 +254,15 @@ def upstream_error_page(error: FlowApiError):
         reason=error.reason,
         reason_from_identity_provider=not error.reached_api,  # the token request failed, not the API call
         service_away=service_away(error),
+        heard_of=isinstance(error, NotFound) and _flow_heard_of(),
     )
+
+
+def _flow_heard_of() -> bool:
+    """Whether the flow a page asked the service for (and it said it has none) is in the portal's index: an
+    archived flow some services no longer retrieve, or one it removed; what the portal last heard is still here."""
+    flow_id = (request.view_args or {}).get("flow_id")
+    return isinstance(flow_id, str) and index_record(flow_id) is not None
 
 
 def _http_error(error: HTTPException):

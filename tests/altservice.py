@@ -77,6 +77,7 @@ class AltOptions:
     token: str = "ok"
     expires_in: Any = 300  # sent as given: 300, "5m", ...
     byte_order_mark: bool = False  # the list's JSON begins with one (UTF-8 BOM)
+    archived_retrieve: int | None = None  # an archived flow retrieved: this status (404, 410) instead of the flow
 
     def __post_init__(self):
         for name, allowed in CHOICES.items():
@@ -473,6 +474,8 @@ def create_alt_service(options: AltOptions | None = None) -> Flask:
             flow = alt.find(flow_id)
             if flow is None:
                 raise Refused(404, "not_found", f"No flow with id {flow_id}")
+            if flow.archived and alt.options.archived_retrieve:
+                raise Refused(alt.options.archived_retrieve, "gone", "Flow is archived")
             return jsonify(retrieve_body(flow, alt.options.detail))
 
         return answer("retrieve", work)

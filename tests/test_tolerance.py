@@ -176,6 +176,19 @@ def test_list_walk_reaches_every_flow_once_or_says_why(staff, alt, paging):
     assert not broken, "\n".join(broken)
 
 
+@pytest.mark.parametrize("status", [404, 410])
+def test_an_archived_flow_the_service_no_longer_retrieves_leads_to_what_the_portal_heard(staff, alt, status):
+    alt.set(archived_retrieve=status)
+    archived = alt.by_number(next(flow.number for flow in alt.flows if flow.archived))
+    get(staff, "/flows?archived=true")
+    wait_until(lambda: consent_in_index(staff, archived.id) is not None, "the archived list indexed")
+    page = get(staff, f"/flows/{archived.id}")
+    assert page.status_code == 404 and 'data-testid="heard-of"' in page.text
+    assert f'href="/events?flow={archived.id}"' in page.text
+    unknown = get(staff, f"/flows/{uuid.uuid4()}")
+    assert unknown.status_code == 404 and 'data-testid="heard-of"' not in unknown.text
+
+
 def test_a_list_whose_json_begins_with_a_byte_order_mark_is_read(staff, alt):
     alt.set(byte_order_mark=True)
     page = get(staff, "/flows")
