@@ -169,3 +169,16 @@ def test_audit_entries_are_the_person_s_by_the_whole_flow_id_not_its_start_or_a_
         db.session.commit()
         found = find_subject(PERSON)
     assert sorted(entry.target for entry in found.audit) == ["LA_7", "LA_7 (151086•••••)"]
+
+
+def test_the_erasure_says_which_kept_entries_still_lead_to_the_person(app, signed_in, two_people):
+    """A search by the person's national id is audited under its hash: kept under the legal hold, a later access
+    request still finds it, and the page said none would (found by an attack)."""
+    admin = signed_in("admin")
+    admin.get(f"/flows?archived=all&q={PERSON}", follow_redirects=True)
+    erased = admin.post("/admin/subjects", data={"national_id": PERSON, "erase": "Erase", "confirm": "y"})
+    said = html.unescape(admin.get(erased.headers["Location"]).text)
+    kept = "Kept under the legal hold (PORTAL_LEGAL_HOLD): audit entries 2. Of these, audit entries 1 still name"
+    assert kept in said
+    assert "no longer lead to the person" not in said
+    assert json.loads(run(app, "export", PERSON).output)["counts"]["audit"] == 1

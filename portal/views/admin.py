@@ -45,7 +45,7 @@ from ..notify import notifier, review
 from ..notify.triggers import INCIDENT_NOTICES_PER_FLOW
 from ..paging import before_argument, newest_first
 from ..roles import role_required
-from ..subjects import SERVICE_KEEPS_FLOWS, erase, export_document, find_subject
+from ..subjects import SERVICE_KEEPS_FLOWS, SubjectRecords, erase, export_document, find_subject
 from ..throttle import network_named
 from ..webhooks.diagnosis import KIND_TITLES
 from ..webhooks.diagnosis import TITLES as DIAGNOSIS_TITLES
@@ -268,6 +268,24 @@ def _accesses_page(subject_key: str, masked: str | None, before: int | None):
     )
 
 
+def _kept_words(kept: dict[str, int], after: SubjectRecords | None) -> str:
+    """What the legal hold kept, and whether a later access request still finds it (searches by the person's id
+    keep its hash; entries on their flows no longer lead to them once the flows are gone from the index)."""
+    still = {kind: count for kind, count in (after.counts() if after else {}).items() if kind in kept and count}
+    if not still:
+        return _(
+            "Kept under the legal hold (PORTAL_LEGAL_HOLD): %(counts)s. They no longer lead to the person: "
+            "a later access request will not find them.",
+            counts=_in_words(kept),
+        )
+    return _(
+        "Kept under the legal hold (PORTAL_LEGAL_HOLD): %(counts)s. Of these, %(still)s still name the person by "
+        "the hash of their national id (searches by it): a later access request finds them.",
+        counts=_in_words(kept),
+        still=_in_words(still),
+    )
+
+
 @bp.route("/subjects", methods=["GET", "POST"])
 def subjects():
     """Access and erasure requests: a person's stored records as one JSON document, or erased."""
@@ -286,14 +304,7 @@ def subjects():
         erased = {kind: count for kind, count in removed.items() if kind not in held}
         flash(_("Erased: %(counts)s.", counts=_in_words(erased)), "success")
         if kept:
-            flash(
-                _(
-                    "Kept under the legal hold (PORTAL_LEGAL_HOLD): %(counts)s. They no longer lead to the person: "
-                    "a later access request will not find them.",
-                    counts=_in_words(kept),
-                ),
-                "info",
-            )
+            flash(_kept_words(kept, find_subject(form.national_id.data)), "info")
         if erased.get("flows"):
             flash(str(SERVICE_KEEPS_FLOWS), "warning")
         return redirect(url_for("admin.subjects"))
