@@ -1,9 +1,12 @@
-"""Response headers that make the strict CSP work, and the Host header check in front of the app."""
+"""Response headers that make the strict CSP work, the Host header check in front of the app, and audited GETs
+that a link on another site cannot make in someone's name."""
 
 import ipaddress
 import re
+from collections.abc import Callable
+from functools import wraps
 
-from flask import Flask
+from flask import Flask, render_template, request
 from werkzeug.exceptions import BadRequest, SecurityError
 from werkzeug.wsgi import get_host
 
@@ -33,6 +36,27 @@ def security_headers(https: bool) -> dict[str, str]:
         "Permissions-Policy": PERMISSIONS_POLICY,
     }
     return headers | ({"Strict-Transport-Security": HSTS} if https else {})
+
+
+def followed_from_another_site() -> bool:
+    """Whether a link on another site led the browser here (Fetch Metadata; a client that sends none is not)."""
+    return request.headers.get("Sec-Fetch-Site") == "cross-site"
+
+
+def asking_to_continue():
+    """A page that asks whether to go on to this address, instead of doing what it does."""
+    return render_template("continue.html", address=request.full_path.rstrip("?"))
+
+
+def asked_here(view: Callable) -> Callable:
+    """For a GET recorded in the audit log under the signed-in person (an export): a link on another site does not
+    do it in their name (session cookies are SameSite=Lax, sent with such a link); the person is asked first."""
+
+    @wraps(view)
+    def checked(*args, **kwargs):
+        return asking_to_continue() if followed_from_another_site() else view(*args, **kwargs)
+
+    return checked
 
 
 def init_app(app: Flask, https: bool) -> None:

@@ -4,6 +4,7 @@ webhook endpoint abuse, and web hardening — each against the running portal wh
 import base64
 import hashlib
 import hmac
+import html
 import json
 import re
 import secrets
@@ -908,3 +909,31 @@ def test_searches_by_national_id_are_limited_per_staff_member(make_app):
     )
     assert guesser.get("/flows?archived=all&q=Nordmann").status_code == 200, "names can still be searched"
     assert "person=" in colleague.get(f"/flows?archived=all&q={guesses[0]}").headers["Location"], "a limit of one's own"
+
+
+@pytest.mark.parametrize(
+    ("role", "path", "action"),
+    [
+        ("viewer", "/flows/export.csv?archived=all", "export_flows"),
+        ("viewer", "/events/export.csv", "export_events"),
+        ("admin", "/admin/audit/export.csv", "export_audit"),
+        ("viewer", "/flows?archived=all&q=15108695088", "search_national_id"),
+    ],
+)
+def test_a_link_on_another_site_does_not_export_or_search_by_id_in_someone_s_name(make_app, role, path, action):
+    """Session cookies go with a top-level link from another site (SameSite=Lax): such a link wrote exports and
+    searches by national id in the audit log under the signed-in person's name (found by an attack)."""
+    app = make_app(WTF_CSRF_ENABLED=False)
+    client = signed_in_as(app, role=role)
+
+    def audited() -> int:
+        with app.app_context():
+            return db.session.query(AuditEntry).filter_by(action=action).count()
+
+    asked = client.get(path, headers={"Sec-Fetch-Site": "cross-site"}, follow_redirects=True)
+    assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text
+    assert audited() == 0 and "15108695088" not in asked.text
+    go_on = re.search(r'<a class="btn btn-primary" href="([^"]+)">Continue</a>', asked.text)[1]
+    done = client.get(html.unescape(go_on), headers={"Sec-Fetch-Site": "same-origin"}, follow_redirects=True)
+    assert done.status_code == 200 and 'data-testid="asked-to-continue"' not in done.text
+    assert audited() == 1

@@ -45,6 +45,7 @@ from ..notify import notifier, review
 from ..notify.triggers import INCIDENT_NOTICES_PER_FLOW
 from ..paging import before_argument, newest_first
 from ..roles import role_required
+from ..security import asked_here
 from ..subjects import SERVICE_KEEPS_FLOWS, SubjectRecords, erase, export_document, find_subject
 from ..throttle import network_named
 from ..webhooks.diagnosis import KIND_TITLES
@@ -208,6 +209,7 @@ def audit():
 
 
 @bp.get("/audit/export.<any(csv, jsonl):fmt>")
+@asked_here
 def audit_export(fmt: str):
     """The filtered audit log as CSV or JSON lines, oldest first, streamed; each export is audited too."""
     form = _audit_form()

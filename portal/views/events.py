@@ -16,6 +16,7 @@ from ..flowlinks import from_url_form, hidden_in_urls, left_untidy, sent_whole, 
 from ..masking import mask_flow_id
 from ..models import WebhookEvent, utc_now
 from ..paging import MAX_ROW_ID, before_argument
+from ..security import asked_here
 from ..webhooks.store import (
     event_by_row,
     event_document,
@@ -125,6 +126,7 @@ EXPORT_COLUMNS = ("event_id", "type", "flow_id", "reference_id", "status", "occu
 
 
 @bp.get("/export.csv")
+@asked_here
 def export():
     """The filtered events as CSV, every page of them, streamed; each export is audited.
 

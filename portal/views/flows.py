@@ -57,6 +57,7 @@ from ..masking import mask_flow_id, mask_national_id
 from ..models import utc_now
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..roles import role_required
+from ..security import asked_here, asking_to_continue, followed_from_another_site
 from ..submissions import (
     SubmissionInProgress,
     SubmissionUnconfirmed,
@@ -161,6 +162,8 @@ def _search():
     page = search_page(query.search, query.limit, query.after, query.before)
     if query.before and page.previous_before is None:
         return redirect(query.url())  # back at the start: the first page, whole
+    if query.search.person and followed_from_another_site():  # recorded under this person: asked first
+        return asking_to_continue()
     person = _audit_person_search(query, page.rows)
     counts = status_counts(query.search)
     return render_template(
@@ -237,6 +240,7 @@ EXPORT_COLUMNS = (
 
 
 @bp.get("/export.csv")
+@asked_here
 def export():
     """The searched and filtered flows as CSV, every page of them, streamed; each export is audited."""
     query, problems = read_search(request.args)
