@@ -189,6 +189,22 @@ def test_an_archived_flow_the_service_no_longer_retrieves_leads_to_what_the_port
     assert unknown.status_code == 404 and 'data-testid="heard-of"' not in unknown.text
 
 
+def test_an_archived_list_that_holds_the_current_flows_does_not_archive_them(staff, alt):
+    """A service that ignores `archived`: its archived tab listed the current flows, each row said archived, and
+    the index stored them archived, so their own pages said so too."""
+    current = alt.by_number(next(flow.number for flow in alt.flows if not flow.archived))
+    get(staff, "/flows")
+    wait_until(lambda: consent_in_index(staff, current.id) is not None, "the current list indexed")
+    alt.set(ignore_archived=True)
+    page = get(staff, "/flows?archived=true")
+    assert "it may not filter by archived" in page.text
+    row = re.search(rf'<tr[^>]*data-flow-id="{current.id}".*?</tr>', page.text, re.DOTALL)[0]
+    assert 'data-archived="yes"' not in row
+    assert staff.application.extensions["flow_index"].flush(), "the archived tab's rows written"
+    with staff.application.app_context():
+        assert db.session.scalar(select(FlowRecord.archived).where(FlowRecord.flow_id == current.id)) is False
+
+
 def test_a_list_whose_json_begins_with_a_byte_order_mark_is_read(staff, alt):
     alt.set(byte_order_mark=True)
     page = get(staff, "/flows")

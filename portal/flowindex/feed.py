@@ -17,7 +17,7 @@ def writer() -> IndexWriter:
     return current_app.extensions["flow_index"]
 
 
-def saw_page(page: FlowPage, archived: bool, source: str = LIST) -> None:
+def saw_page(page: FlowPage, archived: bool | None, source: str = LIST) -> None:
     """A list page just fetched. Its items are compared with what the list said of them lately here, on the
     request: a page reloaded unchanged (most of them) wakes no writer thread, which would only take the GIL."""
     seen_at, index_writer = utc_now(), writer()

@@ -62,8 +62,9 @@ def _short(value: Any) -> str | None:
     return value.strip()[:MAX_TEXT] or None if isinstance(value, str) else None
 
 
-def from_summary(item: FlowSummary, archived: bool, seen_at: datetime, source: str = LIST) -> Observation | None:
-    """A list item, from a page of current (archived=False) or archived flows."""
+def from_summary(item: FlowSummary, archived: bool | None, seen_at: datetime, source: str = LIST) -> Observation | None:
+    """A list item, from a page of current (archived=False) or archived flows, or of a list whose filter is in doubt
+    (None: archived only when the item says so)."""
     if not item.id:
         return None
     raw = item.raw

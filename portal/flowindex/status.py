@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, func, select
 
 from ..extensions import db
 from ..flowapi import FlowDetail, FlowPage, FlowSummary
@@ -166,7 +166,7 @@ def status_of_detail(flow: FlowDetail, record: FlowRecord | None, events: list[W
 
 
 def status_of_item(
-    item: FlowSummary, archived: bool, record: StatusColumns | None, now: datetime | None = None
+    item: FlowSummary, archived: bool | None, record: StatusColumns | None, now: datetime | None = None
 ) -> FlowStatus:
     """A row of the live list: the list item just fetched (from the current or archived tab) and the index."""
     now = now or utc_now()
@@ -180,7 +180,19 @@ PAGE_STATUSES = select(FlowRecord.flow_id, *STATUS_COLUMNS).where(
 )
 
 
-def statuses_of_page(page: FlowPage, archived: bool) -> dict[str, FlowStatus]:
+def listed_as_current_lately(page: FlowPage, since: datetime) -> int:
+    """How many flows of `page` the index has as not archived, listed since `since`: an archived list that holds
+    many of them is a service that does not filter by archived."""
+    ids = [item.id for item in page.items if item.id]
+    if not ids:
+        return 0
+    current = select(func.count()).where(
+        FlowRecord.flow_id.in_(ids), FlowRecord.archived.is_(False), FlowRecord.listed_at >= since
+    )
+    return db.session.scalar(current) or 0
+
+
+def statuses_of_page(page: FlowPage, archived: bool | None) -> dict[str, FlowStatus]:
     """Each row of a live list page by flow id, with the page's index rows read in one query."""
     ids = [item.id for item in page.items if item.id]
     records = {}

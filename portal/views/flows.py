@@ -47,7 +47,13 @@ from ..flowindex.search import (
     search_page,
     status_counts,
 )
-from ..flowindex.status import consent_since, status_of_detail, status_of_record, statuses_of_page
+from ..flowindex.status import (
+    consent_since,
+    listed_as_current_lately,
+    status_of_detail,
+    status_of_record,
+    statuses_of_page,
+)
 from ..flowindex.store import index_record
 from ..flowlinks import hidden_in_urls, left_untidy, url_form
 from ..flowsearch import DEFAULTS, SearchQuery, read_search, typed_whole, wants_index
@@ -117,7 +123,8 @@ def index():
                 resent,
             )
         )
-    saw_page(page, query.archived)
+    tab_says_archived = _what_the_tab_says(query, page, notices)
+    saw_page(page, tab_says_archived)
     nav = navigate(query, page)
     return render_template(
         "flows/index.html",
@@ -125,9 +132,31 @@ def index():
         query=query,
         nav=nav,
         notices=notices + nav.notices,
-        row_statuses=statuses_of_page(page, query.archived),
+        row_statuses=statuses_of_page(page, tab_says_archived),
         empty_search_form=FlowSearchForm,  # built only when the page's cached search box is not there yet
     )
+
+
+# An archived list holding this many flows the current list showed within the hour (half the page or more) is a
+# service that ignores the archived filter: its rows are not taken for archived because of the tab.
+CURRENT_LATELY = timedelta(hours=1)
+
+
+def _what_the_tab_says(query: ListQuery, page: FlowPage, notices: list[str]) -> bool | None:
+    """Whether the page's flows are archived by the tab they were asked for; None when the service's archived list
+    is in doubt (then each item's own `archived`, if it says, decides)."""
+    if not query.archived:
+        return False
+    current = listed_as_current_lately(page, utc_now() - CURRENT_LATELY)
+    if not current or current * 2 < len(page.items):
+        return True
+    notices.append(
+        _(
+            "The Flow Service's archived list holds flows its current list showed within the hour: it may not "
+            "filter by archived. They are not marked archived here unless they say so themselves."
+        )
+    )
+    return None
 
 
 def _index_instead(error: FlowApiError):
