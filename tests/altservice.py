@@ -54,7 +54,7 @@ CHOICES = {
     "archived_default": ("current", "all"),
     "error_style": ("design", "problem", "errors_array", "rails", "google", "fastapi", "bare_array", "java", "text"),
     "create": ("design", "location_only", "accepted_links", "no_id", "conflict", "invalid", "not_found", "lost_answer"),
-    "detail": ("spec", "quirky", "offset_times", "upper_case"),
+    "detail": ("spec", "quirky", "offset_times", "upper_case", "disagreeing"),
     "token": ("ok", "refuse", "invalid_request", "unavailable"),
 }
 
@@ -360,7 +360,7 @@ def retrieve_body(flow: AltFlow, style: str) -> dict:
     state = "completed" if flow.status in ("Accepted", "Rejected") else "active"
     state = "cancelled" if flow.archived else state
     state = state.upper() if style == "upper_case" else state
-    return {
+    body = {
         "_links": {"self": f"/api/flows/{flow.id}", "tasks": {"href": f"/api/tasks?flowId={flow.id}"}},
         "flow": {
             "flowId": flow.id,
@@ -394,6 +394,10 @@ def retrieve_body(flow: AltFlow, style: str) -> dict:
             "actions": ["read", "assign", "cancel"],
         },
     }
+    if style == "disagreeing":  # another person and reference than the list gives the same flow
+        body["flow"]["referenceId"] = f"AL-{flow.number + 500}"
+        body["flow"]["data"]["nationalId"] = "811218-9876"
+    return body
 
 
 def encode_cursor(offset: int) -> str:

@@ -205,6 +205,20 @@ def test_an_archived_list_that_holds_the_current_flows_does_not_archive_them(sta
         assert db.session.scalar(select(FlowRecord.archived).where(FlowRecord.flow_id == current.id)) is False
 
 
+def test_a_flow_whose_answer_names_another_person_than_the_list_says_so(staff, alt):
+    flow = alt.by_number(42)
+    get(staff, "/flows?limit=100")
+    wait_until(lambda: consent_in_index(staff, flow.id) is not None, "the list indexed")
+    page = get(staff, f"/flows/{flow.id}")
+    assert 'data-testid="list-disagrees"' not in page.text, "nothing to say when they agree"
+    alt.set(detail="disagreeing")
+    page = get(staff, f"/flows/{flow.id}")
+    assert "The Flow Service&#39;s list names another person for this flow than its answer here does." in page.text
+    assert (
+        f"gives this flow the reference {flow.reference_id}; its answer here gives AL-{flow.number + 500}." in page.text
+    )
+
+
 def test_a_list_whose_json_begins_with_a_byte_order_mark_is_read(staff, alt):
     alt.set(byte_order_mark=True)
     page = get(staff, "/flows")

@@ -60,7 +60,7 @@ from ..flowsearch import DEFAULTS, SearchQuery, read_search, typed_whole, wants_
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, RevealForm
 from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query, past_the_cursor
 from ..masking import mask_flow_id, mask_national_id
-from ..models import utc_now
+from ..models import FlowRecord, utc_now
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..roles import role_required
 from ..security import asked_here, asking_to_continue, followed_from_another_site
@@ -343,6 +343,7 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         "flows/detail.html",
         flow=flow,
         status=status,
+        disagreements=_list_disagrees(flow, record, person),
         consent_since=consent_since(status, record, flow.created_at),
         compared=flag_gap(flow, record, events),
         refresh_form=ConfirmForm(formdata=None),
@@ -353,6 +354,25 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         left_out=left_out_by_reference(flow.flow_id, flow.reference_id),
         reveal_form=reveal_form or RevealForm(settings().reveal_purposes, formdata=None),
     )
+
+
+def _list_disagrees(flow: FlowDetail, record: FlowRecord | None, person: str | None) -> list[str]:
+    """Where the service's list (as the index last heard it) and its answer for this one flow disagree on who or
+    which reference: the page shows the answer, and says so."""
+    said: list[str] = []
+    if record is None or record.listed_at is None:
+        return said
+    if person and record.national_id_hash and record.national_id_hash != person:
+        said.append(_("The Flow Service's list names another person for this flow than its answer here does."))
+    if flow.reference_id and record.reference_id and record.reference_id != flow.reference_id:
+        said.append(
+            _(
+                "The Flow Service's list gives this flow the reference %(listed)s; its answer here gives %(here)s.",
+                listed=record.reference_id,
+                here=flow.reference_id,
+            )
+        )
+    return said
 
 
 @bp.get("/<flow:flow_id>")
