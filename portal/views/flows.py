@@ -180,19 +180,19 @@ def _search():
     if problems:
         return _without_unusable_values(query, problems)
     if query.national_id:  # an address never keeps a national id: search by its keyed hash instead
-        return _refused_person_search() or redirect(
-            query.url(q=None, person=query.national_id.keyed_hash(settings().index_key))
-        )
+        return redirect(query.url(q=None, person=query.national_id.keyed_hash(settings().index_key)))
     # Nor text that holds one; and the search box's empty fields are left out of the address.
     if typed_whole(query, request.args.get("q", "")) or left_untidy(request.args, DEFAULTS):
         return redirect(query.url(**{name: query.args[name] for name in ("after", "before") if name in query.args}))
     if query.text and not query.positioned and (flow_id := flow_named(query.text)):
         return redirect(url_for("flows.detail", flow_id=flow_id))
+    if query.search.person and followed_from_another_site():  # recorded under this person: asked first
+        return asking_to_continue()
+    if query.search.person and not query.positioned and (refused := _refused_person_search()):
+        return refused  # each search by a person counts (its later pages do not), however it was reached
     page = search_page(query.search, query.limit, query.after, query.before)
     if query.before and page.previous_before is None:
         return redirect(query.url())  # back at the start: the first page, whole
-    if query.search.person and followed_from_another_site():  # recorded under this person: asked first
-        return asking_to_continue()
     person = _audit_person_search(query, page.rows)
     counts = status_counts(query.search)
     return render_template(
@@ -279,6 +279,8 @@ def export():
         return redirect(query.with_person(query.national_id.keyed_hash(settings().index_key)).export_url())
     if typed_whole(query, request.args.get("q", "")):
         return redirect(query.export_url())
+    if query.search.person and (refused := _refused_person_search()):  # an export tells what a search does
+        return refused
     record_audit(current_user.username, "export_flows", query.describe())
     people = recorded_while_read(
         export_rows(query.search), EXPORT_ROW, lambda row: (row.national_id_hash, "flows export")
