@@ -50,7 +50,7 @@ CHOICES = {
         "empty_endless",
     ),
     "has_more": ("bool", "missing", "string"),
-    "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case", "upper_case_ids"),
+    "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case"),
     "archived_default": ("current", "all"),
     "error_style": ("design", "problem", "errors_array", "rails", "google", "fastapi", "bare_array", "java", "text"),
     "create": ("design", "location_only", "accepted_links", "no_id", "conflict", "invalid", "not_found", "lost_answer"),
@@ -339,8 +339,6 @@ def list_item(flow: AltFlow, shape: str) -> dict:
         item["createdAt"] = flow.created_at.date().isoformat()
     if shape == "upper_case":
         item["status"] = flow.status.upper()
-    if shape == "upper_case_ids":  # listed in capitals, retrieved and told of in lower case
-        item["id"] = flow.id.upper()
     return item
 
 

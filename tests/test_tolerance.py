@@ -368,24 +368,6 @@ def consent_in_index(client, flow_id: str) -> str | None:
         return db.session.scalar(select(FlowRecord.consent_status).where(FlowRecord.flow_id == flow_id))
 
 
-def test_a_flow_listed_with_its_id_in_capitals_is_one_flow(staff, alt):
-    """A UUID is the same in either case: listed as 5EED…, retrieved as 5eed…, it was two flows in the index."""
-    alt.set(items="upper_case_ids")
-    flow = alt.by_number(42)
-    page = get(staff, "/flows?limit=100")
-    assert f'href="/flows/{flow.id}"' in page.text and flow.id.upper() not in page.text
-    assert get(staff, f"/flows/{flow.id}").status_code == 200
-    assert staff.get(f"/flows/{flow.id.upper()}").headers["Location"] == f"/flows/{flow.id}"
-
-    def indexed() -> list[str]:
-        with staff.application.app_context():
-            return list(
-                db.session.scalars(select(FlowRecord.flow_id).where(FlowRecord.reference_id == flow.reference_id))
-            )
-
-    wait_until(lambda: indexed() == [flow.id], "one record, under the id in lower case")
-
-
 def test_statuses_in_another_letter_case_are_read_as_the_statuses_they_are(staff, alt):
     """ACCEPTED and CANCELLED were kept as written: untranslated, uncoloured, out of every filter and count, and a
     cancelled flow was not taken for archived."""

@@ -24,15 +24,6 @@ _EPOCH = re.compile(r"[0-9]{9,14}(\.[0-9]+)?")
 _WITH_TIME = re.compile(r"[0-9][Tt ][0-9]")  # ISO 8601: the date, then T (or a space), then the time
 # A flow id the portal can put in a path and a link: what the spec's UUIDs and every id seen so far look like.
 FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
-_UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
-
-
-def canonical_flow_id(value: str | None) -> str | None:
-    """A flow id that is a UUID in lower case (RFC 9562: a UUID is the same in either case, and a service must take
-    either); any other id as the service wrote it. One flow listed as 5EED… and retrieved as 5eed… is one flow."""
-    return value.lower() if value and _UUID.fullmatch(value) else value
-
-
 # Continuation styles seen in list APIs: the key that names the next page, and the query parameter that asks for it.
 NEXT_TOKENS = {
     "next_cursor": "cursor",
@@ -148,7 +139,7 @@ def flow_id_from_path(path: Any) -> str | None:
     if not isinstance(path, str):
         return None
     last = urlsplit(path.strip()).path.rstrip("/").rsplit("/", 1)[-1]
-    return canonical_flow_id(last) if FLOW_ID.fullmatch(last) else None
+    return last if FLOW_ID.fullmatch(last) else None
 
 
 @dataclass(frozen=True)
@@ -167,7 +158,7 @@ class FlowSummary:
         item = item if isinstance(item, dict) else {}
         flow_id = _identifier(item, "id", "flowId")
         return cls(
-            id=canonical_flow_id(flow_id) if flow_id and FLOW_ID.fullmatch(flow_id) else None,
+            id=flow_id if flow_id and FLOW_ID.fullmatch(flow_id) else None,
             national_id=_text(item, "nationalId"),
             status=known_spelling(_text(item, "status"), CONSENT_STATUSES),
             reference_id=_identifier(item, "referenceId"),
@@ -268,9 +259,7 @@ class CreatedFlow:
             flow_id_from_path((headers or {}).get("Location") or (headers or {}).get("location")),
         )
         flow_id = next((found for found in candidates if found and FLOW_ID.fullmatch(found)), None)
-        return cls(
-            canonical_flow_id(flow_id), _identifier(payload, "referenceId") or _identifier(flow, "referenceId"), payload
-        )
+        return cls(flow_id, _identifier(payload, "referenceId") or _identifier(flow, "referenceId"), payload)
 
 
 @dataclass(frozen=True)
@@ -362,7 +351,7 @@ class FlowDetail:
         # The spec wraps the flow in `flow`; a service that sends the flow object bare is read too.
         bare = "flow" not in payload and ("flowId" in payload or "id" in payload)
         flow = payload if bare else _require_object(payload.get("flow"), "flow object")
-        flow_id = canonical_flow_id(_identifier(flow, "flowId", "id") or requested_id)
+        flow_id = _identifier(flow, "flowId", "id") or requested_id
         if not flow_id:
             raise UpstreamProtocolError("The flow has no flowId")
         links, meta = _object(payload, "_links"), _object(flow, "_meta")

@@ -32,7 +32,6 @@ from ..flowapi import (
     Unauthorized,
     ValidationFailed,
 )
-from ..flowapi.records import canonical_flow_id
 from ..flowindex.feed import saw_created, saw_detail, saw_page
 from ..flowindex.gapcheck import flag_gap, mark_unknown, portal_now, reconcile
 from ..flowindex.keys import read_national_id
@@ -387,8 +386,6 @@ def detail(flow_id: str):
         return redirect(url_for("flows.index", q=url_form(typed)))
     if hidden_in_urls(typed) and request.path.endswith(flow_id):  # asked for whole: leave it out of the address
         return redirect(url_for("flows.detail", flow_id=typed))
-    if canonical_flow_id(flow_id) != flow_id:  # a UUID pasted in capitals: the one address of the flow
-        return redirect(url_for("flows.detail", flow_id=canonical_flow_id(flow_id)))
     return _render_detail(flow_id)
 
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import aliased
 
 from ..database import changed_rows, distinct_values
 from ..extensions import db
-from ..flowapi.records import canonical_flow_id, parse_timestamp
+from ..flowapi.records import parse_timestamp
 from ..masking import mask_document, mask_text
 from ..models import FlowRecord, PrunedEvent, RejectedDelivery, RejectionTally, UtcDateTime, WebhookEvent, utc_now
 from ..paging import KeysetPage, newest_first
@@ -89,7 +89,7 @@ def record_event(
     row: dict[str, Any] = {
         "event_id": event_id,
         "event_type": clean_text(fields.event_type, 100),
-        "flow_id": canonical_flow_id(clean_text(fields.flow_id, 100)),
+        "flow_id": clean_text(fields.flow_id, 100),
         "reference_id": reference_id,
         "reference_key": reference_id.lower() if reference_id else None,
         "status": clean_text(fields.status, 40),
