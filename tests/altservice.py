@@ -48,6 +48,7 @@ CHOICES = {
         "links_next",
         "offset",
         "empty_endless",
+        "empty_then_seen",
     ),
     "has_more": ("bool", "missing", "string"),
     "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case"),
@@ -571,6 +572,9 @@ def slice_page(paging: str, chosen: list[AltFlow], limit: int) -> tuple[list[Alt
         return chosen[:limit], len(chosen) > limit, {}
     if paging == "empty_endless":  # no flows on any page, yet more said to follow, behind a new cursor every time
         return [], True, {"next_cursor": uuid.uuid4().hex}
+    if paging == "empty_then_seen":  # the newest flow, two empty pages, the newest flow again, ... for ever
+        step = int(request.args.get("cursor", "0-").split("-")[0] or 0)
+        return chosen[:1] if step % 3 == 0 else [], True, {"next_cursor": f"{step + 1}-{uuid.uuid4().hex}"}
     if paging == "offset":
         try:
             start = int(request.args.get("offset", "0"))

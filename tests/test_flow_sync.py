@@ -228,13 +228,24 @@ def test_a_service_that_repeats_a_page_stops_the_sync(alt_app, alt):
     assert all(row.gone_at is None for row in index_rows(alt_app).values()), "a stopped walk marks nothing gone"
 
 
-def test_empty_pages_that_keep_saying_more_follow_stop_the_sync(alt_app, alt):
-    """Each with a new next position, nothing else would end the walk: it went on for ever, holding the lock."""
-    alt.set(paging="empty_endless")
+@pytest.mark.parametrize(("paging", "calls"), [("empty_endless", 3), ("empty_then_seen", 4)])
+def test_pages_without_a_new_flow_that_keep_saying_more_follow_stop_the_sync(alt_app, alt, paging, calls):
+    """Each with a new next position, nothing else would end the walk: it went on for ever, holding the lock (empty
+    pages; then empty pages with a flow walked already between them, found by a re-check)."""
+    alt.set(paging=paging)
     result = sync(alt_app, "--all")
     assert result.exit_code != 0
-    assert "the Flow Service sent 3 empty pages in a row while saying more flows follow" in result.output
-    assert alt.counts["list"] == 3
+    assert "sent 3 pages in a row without a flow not walked already (empty, or repeating)" in result.output
+    assert alt.counts["list"] == calls
+
+
+def test_a_service_whose_pages_hold_fewer_flows_than_a_sync_asks_is_walked_at_its_size(alt_app, alt):
+    """The spec leaves a page's most open: a service that refuses 100 per page stopped every sync."""
+    reseed(alt, current=35, archived=5)
+    alt.set(max_limit=10)
+    result = sync(alt_app, "--all")
+    assert result.exit_code == 0, result.output
+    assert "seen 40, new 40" in result.output
 
 
 def test_since_stops_the_walk_at_older_flows(alt_app, alt):

@@ -11,6 +11,7 @@ when it expires.
 import os
 import socket
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,8 +24,16 @@ from sqlalchemy.exc import IntegrityError
 from .. import current
 from ..database import changed_rows
 from ..extensions import db
-from ..flowapi import FlowApiError, FlowClient, FlowPage, NotFound
-from ..listing import NO_WAY_ON, SAME_POSITION, fingerprint, next_step, past_the_cursor, repeats_previous_page
+from ..flowapi import FlowApiError, FlowClient, FlowPage, NotFound, ValidationFailed
+from ..listing import (
+    DEFAULT_LIMIT,
+    NO_WAY_ON,
+    SAME_POSITION,
+    fingerprint,
+    next_step,
+    past_the_cursor,
+    repeats_previous_page,
+)
 from ..models import FlowRecord, Lease
 from .gapcheck import GAP_CHECKS, GapCheck, check_gaps
 from .observations import SYNC, Observation, from_detail, from_summary
@@ -44,13 +53,18 @@ CATCH_UP_MARGIN = timedelta(hours=1)
 CURRENT, ARCHIVED, ALL = (False,), (True,), (False, True)
 LIST_NAMES = {CURRENT: "current", ARCHIVED: "archived", ALL: "current and archived"}
 
-REPEATED, CIRCLE, EMPTY = "repeated", "circle", "empty"
-# An empty page may come before more flows (a service that filters after paging), but not page after page: with a
-# new next position each time, nothing else would end the walk.
-EMPTY_PAGES_IN_A_ROW = 3
+REPEATED, CIRCLE, NOTHING_NEW = "repeated", "circle", "nothing_new"
+# A page may bring no flow not walked already (empty: a service that filters after paging), but not page after
+# page: with a new next position each time, nothing else would end the walk. Flows walked are remembered as far back
+# as RECENT_IDS (memory stays bounded on a list of millions).
+NOTHING_NEW_IN_A_ROW = 3
+RECENT_IDS = 10_000
 STOP_REASONS = {
     REPEATED: "the Flow Service sent the same page again: it ignores the page position it was given",
-    EMPTY: f"the Flow Service sent {EMPTY_PAGES_IN_A_ROW} empty pages in a row while saying more flows follow",
+    NOTHING_NEW: (
+        f"the Flow Service sent {NOTHING_NEW_IN_A_ROW} pages in a row without a flow not walked already "
+        "(empty, or repeating) while saying more flows follow"
+    ),
     SAME_POSITION: "the Flow Service named the same page as the next one",
     CIRCLE: "the Flow Service led back to a page position already walked",
     NO_WAY_ON: "the Flow Service says more flows follow but gives no way to ask for them (no ids and no next link)",
@@ -204,15 +218,17 @@ def walk_pages(client: FlowClient, walk: Walk) -> Iterator[FlowPage]:
     at: tuple[tuple[str, str], ...] = ()
     previous: str | None = None
     asked: set[tuple[tuple[str, str | None], ...]] = set()
-    empty_in_a_row = 0
+    walked, nothing_new_in_a_row = _RecentIds(RECENT_IDS), 0
     while True:
-        page = client.list_flows(walk.limit, walk.archived, starting_after=after, position=dict(at) or None)
+        page = _list_page(client, walk, after, at)
         if repeats_previous_page(after, previous, page):
             raise WalkStopped(REPEATED)
         page, _resent = past_the_cursor(after, page)
-        empty_in_a_row = 0 if page.items else empty_in_a_row + 1
-        if empty_in_a_row >= EMPTY_PAGES_IN_A_ROW:
-            raise WalkStopped(EMPTY)
+        nothing_new_in_a_row = (
+            0 if walked.add_new([item.id for item in page.items if item.id]) else nothing_new_in_a_row + 1
+        )
+        if nothing_new_in_a_row >= NOTHING_NEW_IN_A_ROW:
+            raise WalkStopped(NOTHING_NEW)
         walk.first_ids = walk.first_ids or frozenset(item.id for item in page.items if item.id)
         yield page
         if walk.reached(page):
@@ -228,6 +244,37 @@ def walk_pages(client: FlowClient, walk: Walk) -> Iterator[FlowPage]:
         asked.add(position)
         after, at, previous = step.after, step.at, fingerprint(page)
         walk.by_offset = walk.by_offset or any(key == "offset" for key, _ in at)
+
+
+def _list_page(client: FlowClient, walk: Walk, after: str | None, at: tuple[tuple[str, str], ...]) -> FlowPage:
+    """A page of the walk; at its start, a page size the service refuses gives way to DESIGN's default once (the
+    spec leaves the most a page may hold open)."""
+    try:
+        return client.list_flows(walk.limit, walk.archived, starting_after=after, position=dict(at) or None)
+    except ValidationFailed:
+        if after or at or walk.limit <= DEFAULT_LIMIT:
+            raise
+        walk.limit = DEFAULT_LIMIT
+        return client.list_flows(walk.limit, walk.archived)
+
+
+class _RecentIds:
+    """The ids seen last, at most `size` of them."""
+
+    def __init__(self, size: int):
+        self._order: deque[str] = deque()
+        self._known: set[str] = set()
+        self._size = size
+
+    def add_new(self, ids: list[str]) -> bool:
+        """Remember `ids`; whether any of them was not remembered yet."""
+        new = [flow_id for flow_id in dict.fromkeys(ids) if flow_id not in self._known]
+        for flow_id in new:
+            self._order.append(flow_id)
+            self._known.add(flow_id)
+            if len(self._order) > self._size:
+                self._known.discard(self._order.popleft())
+        return bool(new)
 
 
 # -- writing while walking -----------------------------------------------------------------------
