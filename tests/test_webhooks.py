@@ -1121,3 +1121,14 @@ def test_a_body_cut_short_of_its_content_length_is_refused_as_incomplete(hook_ap
     [sample] = rejected(hook_app)
     assert sample.reason == f"body ended after {len(body) - 20} of the {len(body)} bytes its Content-Length announced"
     assert sample.body_head == body[:-20].decode() and not stored(hook_app), "the view reads what the lane read"
+
+
+def test_an_event_status_in_capitals_is_the_status_it_names(plain_app):
+    """ACCEPTED showed as written, with a grey badge and untranslated, on the events page and the timeline."""
+    deliver(plain_app.test_client(), event(status="ACCEPTED"))
+    [row] = stored(plain_app)
+    assert row.status == "Accepted" and '"ACCEPTED"' in row.body, "the body keeps what the service wrote"
+    staff = admin_client(plain_app)
+    staff.post("/language", data={"language": "nb", "next": "/events"})
+    page = staff.get("/events").text
+    assert "ACCEPTED" not in page and "Akseptert" in page

@@ -17,7 +17,7 @@ from sqlalchemy.orm import aliased
 
 from ..database import changed_rows, distinct_values
 from ..extensions import db
-from ..flowapi.records import parse_timestamp
+from ..flowapi.records import CONSENT_STATUSES, known_spelling, parse_timestamp
 from ..masking import mask_document, mask_text
 from ..models import FlowRecord, PrunedEvent, RejectedDelivery, RejectionTally, UtcDateTime, WebhookEvent, utc_now
 from ..paging import KeysetPage, newest_first
@@ -92,7 +92,8 @@ def record_event(
         "flow_id": clean_text(fields.flow_id, 100),
         "reference_id": reference_id,
         "reference_key": reference_id.lower() if reference_id else None,
-        "status": clean_text(fields.status, 40),
+        # ACCEPTED is Accepted: its badge, label and filters (the body keeps what the service wrote)
+        "status": clean_text(known_spelling(fields.status, CONSENT_STATUSES), 40),
         "occurred_at": occurred_at,
         "occurred_at_raw": clean_text(fields.timestamp, 64) if occurred_at is None else None,
         # Valid UTF-8 JSON, so it holds no surrogate and no raw NUL (JSON escapes them as ASCII).
