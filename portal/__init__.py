@@ -12,6 +12,7 @@ from flask.cli import NoAppException
 from sqlalchemy.orm import configure_mappers
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.middleware.proxy_fix import ProxyFix
+from werkzeug.routing import Map
 
 from . import (
     cli,
@@ -98,20 +99,26 @@ def check_settings(config: Mapping | None = None, instance_path: str = "instance
 def _refuse_a_webhook_path_over_a_page(app: Flask, path: str) -> None:
     """The webhook lane takes every POST to FLOW_WEBHOOK_PATH before any page sees it: it must not be a page's, nor
     the address a form of the portal posts to (/logout, /language)."""
-    if any(_route_at(app, path, method) not in (None, "webhooks.receive") for method in ("GET", "POST")):
+    # The routes without the webhook's own, which would otherwise answer a POST there before a form's route
+    pages = Map(
+        [rule.empty() for rule in app.url_map.iter_rules() if rule.endpoint != "webhooks.receive"],
+        converters=app.url_map.converters,
+    )
+    if any(_route_at(app, pages, path, method) for method in ("GET", "POST")):
         print(f"portal: configuration error: FLOW_WEBHOOK_PATH is a page of the portal: {path}", file=sys.stderr)
         raise SystemExit(2)
 
 
-def _route_at(app: Flask, path: str, method: str) -> str | None:
-    """The endpoint answering `method` at `path`; "redirect" for a page's other address, None for no route."""
+def _route_at(app: Flask, routes: Map, path: str, method: str) -> bool:
+    """Whether a route answers `method` at `path` (or redirects to a page's own address from there)."""
     try:
-        endpoint, _arguments = app.url_map.bind("localhost").match(path, method=method)
+        with app.app_context():  # a route's converter may read the app's settings (/flows/<flow id>)
+            routes.bind("localhost").match(path, method=method)
     except (NotFound, MethodNotAllowed):
-        return None
+        return False
     except HTTPException:  # a redirect to a page's own address: a page all the same
-        return "redirect"
-    return endpoint
+        return True
+    return True
 
 
 def _refuse_a_parent_dotenv() -> None:

@@ -285,7 +285,8 @@ def _page_of_the_form() -> str | None:
     """The portal page that sent this request (its Referer), when that is one of ours."""
     parts = urlsplit(request.referrer or "")
     page = parts.path + (f"?{parts.query}" if parts.query else "")
-    return page if parts.netloc == request.host and is_local_path(page) else None
+    # Nor one whose address holds a national id (a search typed there): the link would show it whole.
+    return page if parts.netloc == request.host and is_local_path(page) and return_address(page) == page else None
 
 
 def _unexpected(error: Exception):

@@ -224,7 +224,9 @@ def test_database_and_redis_urls_of_the_documented_forms_are_taken():
         assert settings_with(PORTAL_REDIS_URL=url).redis_url == url
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/login", "/flows", "/admin/users", "/logout", "/language"])
+@pytest.mark.parametrize(
+    "path", ["/healthz", "/login", "/flows", "/admin/users", "/logout", "/language", "/flows/x", "/flows/x/refresh"]
+)
 def test_a_webhook_path_that_is_a_page_of_the_portal_stops_it(path, capsys):
     from portal import create_app
 

@@ -81,6 +81,12 @@ def test_an_expired_token_elsewhere_offers_to_try_again_on_the_page_it_came_from
             f"/flows/{flow_id}/refresh", data={"csrf_token": "stale"}, headers={"Referer": f"http://localhost{path}"}
         )
         assert off_site.status_code == 400 and "Try again" not in off_site.text, path
+    searched = client.post(  # a page whose address holds a national id typed there: no link that shows it whole
+        f"/flows/{flow_id}/refresh",
+        data={"csrf_token": "stale"},
+        headers={"Referer": "http://localhost/flows?q=15108695088"},
+    )
+    assert searched.status_code == 400 and "15108695088" not in searched.text
 
 
 def test_the_chosen_language_is_kept_in_the_account(app, make_user):
