@@ -58,7 +58,10 @@ _SWEDISH_ISO_DATE_IN_TEXT = re.compile(  # 1981-12-18-9876: the birth date writt
 # Every shape above begins with six digits in a row, or with a birth date written 1981-12-18: text holding
 # neither holds no id (one search, where the substitutions below cost six; most text is short and has none).
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII | re.IGNORECASE)
-_MAYBE_AN_ID = re.compile(r"[0-9]{6}|[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+_MAYBE_AN_ID = re.compile(r"[0-9]{6}|[0-9]{4}-[0-9]{2}-[0-9]{2}|(?:[0-9][- ]?){10}", re.ASCII)
+# Ten to twelve digits with a hyphen or space anywhere among them ("1510-8695088", "15-10-86-95088"), as the search
+# reads an id too: masked when the digits are a valid Norwegian or Swedish number.
+_SCATTERED_IN_TEXT = re.compile(r"(?<![0-9A-Za-z])[0-9](?:[- ]?[0-9]){9,11}(?![0-9A-Za-z])", re.ASCII)
 _OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script
 
 
@@ -177,7 +180,7 @@ def _masked_ascii(text: str) -> str:
     text = _NORWEGIAN_IN_TEXT.sub(_masked, text)
     for pattern, valid in _GLUED_IN_TEXT:
         text = pattern.sub(partial(_masked_if_valid, valid=valid), text)
-    return text
+    return _SCATTERED_IN_TEXT.sub(_masked_if_scattered_id, text)
 
 
 @overload
@@ -239,6 +242,18 @@ def _masked(match: re.Match) -> str:
 def _masked_if_valid(match: re.Match[str], valid: Callable[[str], bool]) -> str:
     """Mask the match when `valid` says it is an id, whatever separator it was written with."""
     return _masked(match) if valid(match[0]) else match[0]
+
+
+def _masked_if_scattered_id(match: re.Match[str]) -> str:
+    written = match[0]
+    digits = written.replace("-", "").replace(" ", "")
+    if not ((len(digits) == 11 and _norwegian(digits)) or (len(digits) in (10, 12) and _swedish(digits))):
+        return written
+    shown, counted = [], 0
+    for char in written:  # the first six digits (the birth date) and the separators as written; the rest hidden
+        counted += char.isdigit()
+        shown.append(MASK if char.isdigit() and counted > 6 else char)
+    return "".join(shown)
 
 
 def _ascii_words(key: str) -> list[str]:
