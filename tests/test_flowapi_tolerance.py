@@ -303,13 +303,19 @@ def test_field_complaints_are_read_under_each_name_services_use(key):
         },
         {"detail": [{"loc": ["body", "lastName"], "msg": "too long", "type": "value_error"}]},  # FastAPI
         [{"field": "lastName", "message": "too long"}],  # a bare array
+        {"lastName": ["too long"]},  # Rails' model.errors and Django REST framework, at the top level
     ],
-    ids=["rails", "google", "fastapi", "bare_array"],
+    ids=["rails", "google", "fastapi", "bare_array", "by_field_at_the_top"],
 )
 def test_field_complaints_in_the_shapes_of_common_frameworks_are_read(body):
     problem = read_problem(422, body)
     assert [(detail.field, detail.message) for detail in problem.details] == [("lastName", "too long")]
     assert problem.reason == "lastName: too long"
+
+
+def test_an_error_given_as_words_is_the_reason_and_a_code_is_not():
+    assert read_problem(422, {"error": "The last name is missing"}).reason == "The last name is missing"
+    assert read_problem(422, {"error": "validation_error"}).reason is None
 
 
 @pytest.mark.parametrize("words", ["message", "reason", "detail", "title"])

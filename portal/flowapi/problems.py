@@ -35,13 +35,28 @@ def read_problem(status: int, body: Any, text: str = "", request_id: str | None 
     return Problem(_code(body, status), _reason(body, details, request_id), details)
 
 
+# Names an error answer uses for itself; an answer with none of them and only words under each key is complaints
+# by field (Rails' `render json: model.errors`, Django REST framework): {"lastName": ["can't be blank"]}.
+_ANSWER_KEYS = frozenset(
+    {"error", "errors", "message", "detail", "details", "title", "type", "status", "code", "error_description"}
+    | {"invalid-params", "invalid_params", "violations", "timestamp", "path", "trace", "instance"}
+)
+
+
 def _unwrapped(body: Any) -> Any:
-    """A bare array of complaints as `errors`; Google's `error` object as the answer itself."""
+    """A bare array of complaints as `errors`; Google's `error` object as the answer itself; complaints by field at
+    the top level as `errors`."""
     if isinstance(body, list):
         return {"errors": body}
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         return {**{key: value for key, value in body.items() if key != "error"}, **body["error"]}
+    if isinstance(body, dict) and body and not _ANSWER_KEYS & body.keys() and all(map(_words, body.values())):
+        return {"errors": body}
     return body
+
+
+def _words(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(item, str) for item in value))
 
 
 def _plain_text(text: str, request_id: str | None) -> str | None:
@@ -79,6 +94,9 @@ def _reason(body: dict[str, Any], details: list[FieldError], request_id: str | N
     reason = _first_reason(body, ("detail", "message", "error_description", "title"), request_id)
     if reason:
         return reason
+    said = body.get("error")
+    if isinstance(said, str) and not _CODE.fullmatch(said):  # {"error": "The last name is missing"}: words, no code
+        return safe_reason(said, request_id=request_id)
     general = [detail.message for detail in details if not detail.field]
     # With no general words, the per-field complaints are the service's whole reason.
     return "; ".join(general or [f"{d.field}: {d.message}" for d in details]) or None
