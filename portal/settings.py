@@ -414,7 +414,13 @@ def _trusted_hosts(read: _Reader, public_url: str) -> tuple[str, ...]:
     extra = [_host_name(name.strip().lower()) for name in (read.text("PORTAL_TRUSTED_HOSTS") or "").split(",")]
     public = urlsplit(public_url).hostname or ""
     return tuple(
-        dict.fromkeys([_host_name(public) if public else "", *LOOPBACK_HOSTS, *(name for name in extra if name)])
+        dict.fromkeys(
+            [
+                _host_name(public, "PORTAL_PUBLIC_URL") if public else "",
+                *LOOPBACK_HOSTS,
+                *(name for name in extra if name),
+            ]
+        )
     )
 
 
@@ -423,17 +429,17 @@ _HOST_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 _TRUSTED_NAME = re.compile(rf"(?P<under>\.)?{_HOST_LABEL}(?P<more>(?:\.{_HOST_LABEL})*)")
 
 
-def _host_name(name: str) -> str:
+def _host_name(name: str, setting: str = "PORTAL_TRUSTED_HOSTS") -> str:
     """A host name as the Host check takes it: names as written, IPv6 addresses in brackets ("::1" → "[::1]")."""
     named = _TRUSTED_NAME.fullmatch(name)
     if not name or (named and not (named["under"] and not named["more"])):
         return name
     if named:  # ".com": every host under a top-level domain
-        raise SettingsError(f"PORTAL_TRUSTED_HOSTS: {name!r} would trust every host under it; name your own domain")
+        raise SettingsError(f"{setting}: {name!r} would trust every host under it; name your own domain")
     try:
         return f"[{ipaddress.IPv6Address(name.strip('[]')).compressed}]"
     except ValueError:
-        raise SettingsError(f"PORTAL_TRUSTED_HOSTS: {name!r} is not a host name") from None
+        raise SettingsError(f"{setting}: {name!r} is not a host name") from None
 
 
 def _metrics_token(read: _Reader) -> str | None:

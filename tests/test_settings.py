@@ -61,6 +61,7 @@ def settings_with(**changes):
         ({"PORTAL_TRUSTED_HOSTS": "."}, "PORTAL_TRUSTED_HOSTS"),  # "evil.example." trusted
         ({"PORTAL_TRUSTED_HOSTS": ".com"}, "PORTAL_TRUSTED_HOSTS"),  # every host under com
         ({"PORTAL_TRUSTED_HOSTS": "-portal.example"}, "PORTAL_TRUSTED_HOSTS"),
+        ({"PORTAL_PUBLIC_URL": "http://a..b:5000"}, "PORTAL_PUBLIC_URL"),
     ],
 )
 def test_bad_settings_name_themselves(changes, named):
