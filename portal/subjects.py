@@ -73,7 +73,8 @@ def find_subject(national_id: str) -> SubjectRecords | None:
         found.create_submissions = list(
             db.session.scalars(select(CreateSubmission).where(CreateSubmission.flow_id.in_(flow_ids)))
         )
-    found.audit = list(db.session.scalars(select(AuditEntry).where(_audit_naming(subject_key, flow_ids))))
+    references = sorted({record.reference_id for record in found.flows if record.reference_id})
+    found.audit = list(db.session.scalars(select(AuditEntry).where(_audit_naming(subject_key, flow_ids, references))))
     found.access_log = list(db.session.scalars(select(AccessEntry).where(AccessEntry.subject_key == subject_key)))
     return found
 
@@ -144,13 +145,18 @@ def _events_of(subject_key: str, flow_ids: list[str]) -> list[WebhookEvent]:
         last_id = batch[-1].id
 
 
-def _audit_naming(subject_key: str, flow_ids: list[str]):
+def _audit_naming(subject_key: str, flow_ids: list[str], references: list[str]):
     """Audit entries about the person: on their flows, or a search by their id (kept as a hash prefix)."""
     naming: list[ColumnElement[bool]] = [AuditEntry.target.like(f"%hash:{subject_key[:12]}%")]
     # A reveal names the flow (`<id>`), a create the flow and the masked person (`<id> (151086•••••)`): never the
     # start of another id, and `_` or `%` in an id are its own characters (DESIGN allows ids other than UUIDs).
     naming += [AuditEntry.target == flow_id for flow_id in flow_ids]
     naming += [AuditEntry.target.startswith(f"{flow_id} (", autoescape=True) for flow_id in flow_ids]
+    # A create the service answered without the flow's id is audited under its reference: `LA-10040 (151086•••••)`.
+    naming += [
+        (AuditEntry.action == "create_flow") & AuditEntry.target.startswith(f"{reference} (", autoescape=True)
+        for reference in references
+    ]
     return or_(*naming)
 
 
