@@ -42,10 +42,14 @@ def _text(source: dict[str, Any], name: str) -> str | None:
 
 def known_spelling(value: str | None, known: tuple[str, ...]) -> str | None:
     """`value` as spelt in `known` when it is one of them in another letter case (ACCEPTED, Active); else as it is."""
-    if value is None:
-        return None
-    folded = value.strip().casefold()
-    return next((spelling for spelling in known if spelling.casefold() == folded), value)
+    if value is None or value in known:  # as spelt: every item of a list, almost always
+        return value
+    return _SPELLINGS[known].get(value.strip().casefold(), value)
+
+
+_SPELLINGS: dict[tuple[str, ...], dict[str, str]] = {
+    known: {spelling.casefold(): spelling for spelling in known} for known in (CONSENT_STATUSES, LIFECYCLES)
+}
 
 
 def _identifier(source: dict[str, Any], *names: str) -> str | None:
@@ -105,7 +109,8 @@ def parse_timestamp(value: Any) -> datetime | None:
 
 
 def _iso(value: str) -> datetime | None:
-    if not _WITH_TIME.search(value):  # a day alone is no moment: shown as written, never taken for midnight
+    # A day alone is no moment: shown as written, never taken for midnight. (2026-11-28T…, the usual form, at once.)
+    if value[10:11] not in ("T", "t", " ") and not _WITH_TIME.search(value):
         return None
     moment = datetime.fromisoformat(value.strip().replace("z", "Z").replace("Z", "+00:00"))
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
