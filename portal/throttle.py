@@ -30,6 +30,7 @@ REJECTED_DELIVERIES_PER_NETWORK = "20/minute"
 # the ~500 ids of a birth date shown masked would reveal the whole id without a Reveal. A caseworker's day of
 # look-ups stays well within these.
 NATIONAL_ID_SEARCHES_PER_USER = "10/minute;60/hour;300/day"
+PERSON_SEARCHED_LATELY = "1/hour"  # a person's results read again within the hour (pages, Back) count no more
 STORE_TIMEOUT = 1.0  # seconds: an unreachable Redis must not hold a sign-in for long
 OUTAGE_REPORT_EVERY = 60.0  # seconds between log lines about an unreachable store
 GENERATION_LIFETIME = 7 * 24 * 3600  # seconds an unlock is remembered: far longer than any sign-in window
@@ -76,6 +77,16 @@ class Throttle:
                     return Verdict(False, self._wait(items, name, key))
             return Verdict(True, 0)
         except Exception as error:  # redis raises its own ConnectionError/TimeoutError family
+            self._report_outage(name, error)
+            raise ThrottleUnavailable(name) from error
+
+    def used_up(self, name: str, limits: str, key: str) -> bool:
+        """Whether one more attempt would be refused, without counting one."""
+        if not self.enabled:
+            return False
+        try:
+            return not all(self._limiter.test(item, name, key) for item in parse_many(limits))
+        except Exception as error:
             self._report_outage(name, error)
             raise ThrottleUnavailable(name) from error
 

@@ -913,8 +913,12 @@ def test_searches_by_national_id_are_limited_per_staff_member(make_app, path):
     answers = [_read_whole(guesser.get(path.format(number), follow_redirects=True)) for number in guesses]
     assert all(REFUSED_SEARCH not in text for _path, text in answers[:10])
     assert REFUSED_SEARCH in answers[10][1] and answers[10][0] == "/flows"
-    person = guesser.get(f"/flows?archived=all&q={guesses[0]}").headers["Location"]
+    person = guesser.get(f"/flows?archived=all&q={guesses[10]}").headers["Location"]
     assert REFUSED_SEARCH in guesser.get(person, follow_redirects=True).text, "nor by the hash's address"
+    forged = f"{person}&after=4102444800000000.1"  # a later page's position, made up (found by a re-check)
+    assert REFUSED_SEARCH in guesser.get(forged, follow_redirects=True).text, "nor on a page position"
+    again = _read_whole(guesser.get(path.format(guesses[0]), follow_redirects=True))
+    assert REFUSED_SEARCH not in again[1], "a person searched within the hour: their results again, not counted"
     assert guesser.get("/flows?archived=all&q=Nordmann").status_code == 200, "names can still be searched"
     answer = colleague.get(f"/flows?archived=all&q={guesses[0]}", follow_redirects=True)
     assert REFUSED_SEARCH not in answer.text, "a limit of one's own"

@@ -71,7 +71,7 @@ from ..submissions import (
     mark_unconfirmed,
     settle_submission,
 )
-from ..throttle import NATIONAL_ID_SEARCHES_PER_USER, ThrottleUnavailable, throttle
+from ..throttle import NATIONAL_ID_SEARCHES_PER_USER, PERSON_SEARCHED_LATELY, ThrottleUnavailable, throttle
 from ..webhooks.store import event_document, events_for_flow, left_out_by_reference
 from .sign_in import safe_next
 
@@ -187,8 +187,8 @@ def _search():
         return redirect(url_for("flows.detail", flow_id=flow_id))
     if query.search.person and followed_from_another_site():  # recorded under this person: asked first
         return asking_to_continue()
-    if query.search.person and not query.positioned and (refused := _refused_person_search()):
-        return refused  # each search by a person counts (its later pages do not), however it was reached
+    if query.search.person and (refused := _refused_person_search(query.search.person)):
+        return refused  # each person searched counts, however the search was reached
     page = search_page(query.search, query.limit, query.after, query.before)
     if query.before and page.previous_before is None:
         return redirect(query.url())  # back at the start: the first page, whole
@@ -208,10 +208,17 @@ def _search():
     )
 
 
-def _refused_person_search():
-    """The search page without the search, saying why, once this person has searched by national id too often."""
+def _refused_person_search(person: str):
+    """The search page without the search, saying why, once this staff member has searched by too many national ids
+    lately. Each person counts once an hour (`person`: the id's keyed hash), however often their results are read:
+    pages, filters, Back, a reload; a guess is a new person every time."""
+    searched = f"{current_user.id}:{person}"
     try:
+        if throttle().used_up("national-id-searched", PERSON_SEARCHED_LATELY, searched):
+            return None  # counted within the hour
         verdict = throttle().attempt("national-id-search", NATIONAL_ID_SEARCHES_PER_USER, str(current_user.id))
+        if verdict.allowed:
+            throttle().attempt("national-id-searched", PERSON_SEARCHED_LATELY, searched)
     except ThrottleUnavailable:
         flash(_("A search by national id cannot be made just now: try again in a minute."), "danger")
         return redirect(url_for("flows.index", archived="all"))
@@ -278,7 +285,7 @@ def export():
         return redirect(query.with_person(query.national_id.keyed_hash(settings().index_key)).export_url())
     if typed_whole(query, request.args.get("q", "")):
         return redirect(query.export_url())
-    if query.search.person and (refused := _refused_person_search()):  # an export tells what a search does
+    if query.search.person and (refused := _refused_person_search(query.search.person)):  # as a search does
         return refused
     record_audit(current_user.username, "export_flows", query.describe())
     people = recorded_while_read(
