@@ -35,9 +35,9 @@ _ID_SHAPES = tuple(
 # written DDMMYY NNNNN or with another separator) are always masked; a bare 10 or 12 digit run only when it is
 # a valid Swedish number, so that timestamps and amounts stay readable. Glued to letters ("NO15108695088",
 # "ref811218-9876abc") an id is masked when it is a valid one, so hashes and UUIDs keep their digits.
-# A separator is one to three of: hyphen, plus, any Unicode dash or minus, any space (no-break, thin, zero
-# width, tab), / . and _.
-_SEP = "[-+\u2010-\u2015\u2212\u00a0\u2000-\u200b\u202f\u205f\u3000\t /._]{1,3}"
+# A separator is one to three of: hyphen, plus, any Unicode dash or minus (fullwidth too), any space (no-break,
+# thin, zero width, tab), / . and _.
+_SEP = "[-+\u2010-\u2015\u2212\ufe58\ufe63\uff0b\uff0d\u00a0\u2000-\u200b\u202f\u205f\u3000\t /._]{1,3}"
 # Not glued to letters, digits or a hyphen: a UUID's groups ("81387407-781e-…") are no id by shape alone.
 _ALONE_BEFORE = r"(?<![0-9A-Za-z-])"
 _ALONE_AFTER = r"(?![0-9A-Za-z-])"
@@ -58,10 +58,11 @@ _SWEDISH_ISO_DATE_IN_TEXT = re.compile(  # 1981-12-18-9876: the birth date writt
 # Every shape above begins with six digits in a row, or with a birth date written 1981-12-18: text holding
 # neither holds no id (one search, where the substitutions below cost six; most text is short and has none).
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII | re.IGNORECASE)
-_MAYBE_AN_ID = re.compile(r"[0-9]{6}|[0-9]{4}-[0-9]{2}-[0-9]{2}|(?:[0-9][- ]?){10}", re.ASCII)
-# Ten to twelve digits with a hyphen or space anywhere among them ("1510-8695088", "15-10-86-95088"), as the search
-# reads an id too: masked when the digits are a valid Norwegian or Swedish number.
-_SCATTERED_IN_TEXT = re.compile(r"(?<![0-9A-Za-z])[0-9](?:[- ]?[0-9]){9,11}(?![0-9A-Za-z])", re.ASCII)
+_MAYBE_AN_ID = re.compile(rf"[0-9]{{6}}|[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|(?:[0-9](?:{_SEP})?){{11}}", re.ASCII)
+# Eleven digits with separators anywhere among them ("1510-8695088", "15-10-86-95088", "1510 – 8695088"), as the
+# search reads a Norwegian id too: masked when they are a valid one. (Ten or twelve digits written so are as often a
+# phone number or a time: "070-123 45 69", "2026-11 28 08 31".)
+_SCATTERED_IN_TEXT = re.compile(rf"(?<![0-9A-Za-z])[0-9](?:(?:{_SEP})?[0-9]){{10}}(?![0-9A-Za-z])", re.ASCII)
 _OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script
 
 
@@ -246,8 +247,7 @@ def _masked_if_valid(match: re.Match[str], valid: Callable[[str], bool]) -> str:
 
 def _masked_if_scattered_id(match: re.Match[str]) -> str:
     written = match[0]
-    digits = written.replace("-", "").replace(" ", "")
-    if not ((len(digits) == 11 and _norwegian(digits)) or (len(digits) in (10, 12) and _swedish(digits))):
+    if not _norwegian(written):  # it reads the digits alone
         return written
     shown, counted = [], 0
     for char in written:  # the first six digits (the birth date) and the separators as written; the rest hidden

@@ -218,8 +218,13 @@ def test_keys_not_naming_a_national_id(key):
         # digits of other scripts, as the search reads them (fullwidth, Arabic-Indic); other text in them kept as it is
         ("name A1510869508\uff18", "name A151086•••••"),
         # hyphens or spaces anywhere among the digits, as the search reads an id too (found by a re-check)
-        ("call 1510-8695088, 15-10-86-95088 or 8112-18-9876", "call 1510-86•••••, 15-10-86-••••• or 8112-18-••••"),
-        ("tel 22 33 44 55 66 on 2026-11-28", "tel 22 33 44 55 66 on 2026-11-28"),
+        ("call 1510-8695088 or 15-10-86-95088", "call 1510-86••••• or 15-10-86-•••••"),
+        ("1510--8695088, 1510\u20138695088, 1510\uff0d8695088", "1510--86•••••, 1510\u201386•••••, 1510\uff0d86•••••"),
+        # ten or twelve digits written so are as often a phone number or a time: kept
+        (
+            "tel 22 33 44 55 66 or 070-123 45 69 on 2026-11 28 08 31",
+            "tel 22 33 44 55 66 or 070-123 45 69 on 2026-11 28 08 31",
+        ),
         ("\u0661\u0665\u0661\u0660\u0668\u0666\u0669\u0665\u0660\u0668\u0668", "151086•••••"),
         ("Room \uff11\uff12\uff13\uff14\uff15\uff16\uff17", "Room \uff11\uff12\uff13\uff14\uff15\uff16\uff17"),
         ("person 151086-95088", "person 151086-•••••"),
