@@ -18,6 +18,7 @@ from .access_log import subject_key_of, subject_key_of_event
 from .audit import record_audit
 from .database import changed_rows
 from .extensions import db
+from .flowindex.keys import NationalId, read_national_id
 from .insight_rollups import mark_flows
 from .models import (
     AccessEntry,
@@ -74,7 +75,9 @@ def find_subject(national_id: str) -> SubjectRecords | None:
             db.session.scalars(select(CreateSubmission).where(CreateSubmission.flow_id.in_(flow_ids)))
         )
     references = sorted({record.reference_id for record in found.flows if record.reference_id})
-    found.audit = list(db.session.scalars(select(AuditEntry).where(_audit_naming(subject_key, flow_ids, references))))
+    born = _birth_digits(read_national_id(national_id))
+    naming = _audit_naming(subject_key, flow_ids, references, born)
+    found.audit = list(db.session.scalars(select(AuditEntry).where(naming)))
     found.access_log = list(db.session.scalars(select(AccessEntry).where(AccessEntry.subject_key == subject_key)))
     return found
 
@@ -145,17 +148,32 @@ def _events_of(subject_key: str, flow_ids: list[str]) -> list[WebhookEvent]:
         last_id = batch[-1].id
 
 
-def _audit_naming(subject_key: str, flow_ids: list[str], references: list[str]):
+def _birth_digits(number: NationalId | None) -> str:
+    """The six digits of the birth date as the person's masked id shows them (151086•••••, 811218-••••)."""
+    if number is None:
+        return ""
+    if number.country == "no":
+        return number.canonical[:6]  # DDMMYY, D-number and Tenor days and months as written
+    if number.country == "se":
+        return number.canonical[2:8]  # YYMMDD of YYYYMMDDNNNN
+    return number.canonical[6:8] + number.canonical[4:6] + number.canonical[2:4]  # fi: DDMMYY of YYYYMMDD…
+
+
+def _audit_naming(subject_key: str, flow_ids: list[str], references: list[str], born: str):
     """Audit entries about the person: on their flows, or a search by their id (kept as a hash prefix)."""
     naming: list[ColumnElement[bool]] = [AuditEntry.target.like(f"%hash:{subject_key[:12]}%")]
     # A reveal names the flow (`<id>`), a create the flow and the masked person (`<id> (151086•••••)`): never the
     # start of another id, and `_` or `%` in an id are its own characters (DESIGN allows ids other than UUIDs).
     naming += [AuditEntry.target == flow_id for flow_id in flow_ids]
     naming += [AuditEntry.target.startswith(f"{flow_id} (", autoescape=True) for flow_id in flow_ids]
-    # A create the service answered without the flow's id is audited under its reference: `LA-10040 (151086•••••)`.
+    # A create the service answered without the flow's id is audited under its reference and the masked person,
+    # `LA-10040 (151086•••••)`: references may repeat, so the person's birth digits too.
     naming += [
-        (AuditEntry.action == "create_flow") & AuditEntry.target.startswith(f"{reference} (", autoescape=True)
+        (AuditEntry.action == "create_flow")
+        & AuditEntry.target.startswith(f"{reference} (", autoescape=True)
+        & AuditEntry.target.contains(born, autoescape=True)
         for reference in references
+        if born
     ]
     return or_(*naming)
 

@@ -165,6 +165,7 @@ def test_audit_entries_are_the_person_s_by_the_whole_flow_id_not_its_start_or_a_
             ("reveal_national_id", "LA_77"),
             ("create_flow", "LA_70 (811218••••)"),
             ("create_flow", f"{record.reference_id} (151086•••••)"),  # a create answered without the flow's id
+            ("create_flow", f"{record.reference_id} (250587•••••)"),  # another person's flow of the same reference
             ("reveal_national_id", f"{record.reference_id} (151086•••••)"),  # no action of the portal's writes this
         ]:
             db.session.add(AuditEntry(username="operator-user", action=action, target=target))
