@@ -403,3 +403,14 @@ def test_details_bring_names_the_list_does_not_carry(sync_app, sandbox):
     assert "2 flow page(s) fetched for names" in rest.output
     assert all(row.last_name_key for row in index_rows(sync_app).values())
     assert "fetched for names" not in sync(sync_app, "--details", "100").output, "nothing left to fetch"
+
+
+def test_a_service_that_ignores_the_archived_filter_does_not_archive_the_current_flows(alt_app, alt):
+    """Its archived list is the current one: a sync stored every current flow as archived (found by a re-check)."""
+    reseed(alt, current=30, archived=5)
+    alt.set(ignore_archived=True)
+    result = sync(alt_app, "--all")
+    assert result.exit_code == 0, result.output
+    rows = index_rows(alt_app)
+    archived = sorted(flow.reference_id for flow in alt.flows if not flow.archived and rows[flow.id].archived)
+    assert archived == []

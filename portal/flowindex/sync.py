@@ -37,6 +37,7 @@ from ..listing import (
 from ..models import FlowRecord, Lease
 from .gapcheck import GAP_CHECKS, GapCheck, check_gaps
 from .observations import SYNC, Observation, from_detail, from_summary
+from .status import archived_list_in_doubt
 from .store import Applied, apply_observations, mark_gone
 from .writer import utc_now
 
@@ -204,7 +205,9 @@ class Walk:
 
     def observations(self, page: FlowPage, seen_at: datetime) -> list[Observation]:
         items = (item for item in page.items if item.id not in self.known)
-        return [observation for item in items if (observation := from_summary(item, self.archived, seen_at, SYNC))]
+        # An archived list holding the current flows (a service ignoring the filter) does not archive them.
+        archived = None if self.archived and archived_list_in_doubt(page, seen_at) else self.archived
+        return [observation for item in items if (observation := from_summary(item, archived, seen_at, SYNC))]
 
     def reached(self, page: FlowPage) -> bool:
         """Whether the walk has gone back as far as it should (`since`, or a flow it knows)."""

@@ -47,8 +47,8 @@ from ..flowindex.search import (
     status_counts,
 )
 from ..flowindex.status import (
+    archived_list_in_doubt,
     consent_since,
-    listed_as_current_lately,
     status_of_detail,
     status_of_record,
     statuses_of_page,
@@ -136,18 +136,12 @@ def index():
     )
 
 
-# An archived list holding this many flows the current list showed within the hour (half the page or more) is a
-# service that ignores the archived filter: its rows are not taken for archived because of the tab.
-CURRENT_LATELY = timedelta(hours=1)
-
-
 def _what_the_tab_says(query: ListQuery, page: FlowPage, notices: list[str]) -> bool | None:
     """Whether the page's flows are archived by the tab they were asked for; None when the service's archived list
     is in doubt (then each item's own `archived`, if it says, decides)."""
     if not query.archived:
         return False
-    current = listed_as_current_lately(page, utc_now() - CURRENT_LATELY)
-    if not current or current * 2 < len(page.items):
+    if not archived_list_in_doubt(page, utc_now()):
         return True
     notices.append(
         _(
