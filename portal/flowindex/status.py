@@ -9,7 +9,7 @@ wins, else the later time) and says, for each part, which source it came from an
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from sqlalchemy import bindparam, func, select
@@ -180,22 +180,18 @@ PAGE_STATUSES = select(FlowRecord.flow_id, *STATUS_COLUMNS).where(
 )
 
 
-# An archived list holding this many flows the current list showed within the hour (half the page or more) is a
-# service that ignores the archived filter: its flows are not taken for archived because of the list they came in.
-CURRENT_LATELY = timedelta(hours=1)
-
-
-def archived_list_in_doubt(page: FlowPage, now: datetime) -> bool:
-    """Whether a page of the archived list holds flows the index had as current and listed within the hour, half
-    of it or more: a service that does not filter by archived."""
+def archived_list_in_doubt(page: FlowPage, listed_since: datetime, least: int = 1) -> bool:
+    """Whether a page of the archived list holds flows the index has as current and listed since `listed_since`,
+    half of it or more and at least `least`: a service that does not filter by archived. (A flow archived since it
+    was listed is met there too: hence the shares, and a sync asks only about its own current walk.)"""
     ids = [item.id for item in page.items if item.id]
-    if not ids:
+    if len(ids) < least:
         return False
     current = select(func.count()).where(
-        FlowRecord.flow_id.in_(ids), FlowRecord.archived.is_(False), FlowRecord.listed_at >= now - CURRENT_LATELY
+        FlowRecord.flow_id.in_(ids), FlowRecord.archived.is_(False), FlowRecord.listed_at >= listed_since
     )
     count = db.session.scalar(current) or 0
-    return count > 0 and count * 2 >= len(page.items)
+    return count >= least and count * 2 >= len(page.items)
 
 
 def statuses_of_page(page: FlowPage, archived: bool | None) -> dict[str, FlowStatus]:

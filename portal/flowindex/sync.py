@@ -201,12 +201,15 @@ class Walk:
     known: frozenset[str] = frozenset()  # stop after the first page that lists one of these (and skip them)
     limit: int = PAGE_SIZE
     by_offset: bool = False  # followed offsets: a flow that moved during the walk may have been skipped
+    current_since: datetime | None = None  # an archived walk: when this sync's walk of the current list began
     first_ids: frozenset[str] = frozenset()
 
     def observations(self, page: FlowPage, seen_at: datetime) -> list[Observation]:
         items = (item for item in page.items if item.id not in self.known)
-        # An archived list holding the current flows (a service ignoring the filter) does not archive them.
-        archived = None if self.archived and archived_list_in_doubt(page, seen_at) else self.archived
+        # An archived list holding the flows this sync's current walk just listed (a service ignoring the filter)
+        # does not archive them.
+        in_doubt = self.archived and self.current_since and archived_list_in_doubt(page, self.current_since)
+        archived = None if in_doubt else self.archived
         return [observation for item in items if (observation := from_summary(item, archived, seen_at, SYNC))]
 
     def reached(self, page: FlowPage) -> bool:
@@ -419,7 +422,7 @@ def run_sync(
 
 def _walk_and_mark_gone(client: FlowClient, writer: PageWriter, started: datetime, limit: int) -> None:
     report = writer.report
-    walks = [Walk(archived, report.since, limit=limit) for archived in report.lists]
+    walks = [Walk(archived, report.since, limit=limit, current_since=started) for archived in report.lists]
     for walk in walks:  # current before archived: a flow archived meanwhile is then met in the second walk
         writer.write_walk(client, walk)
     report.gone_note = _why_gone_is_uncertain(report, walks)

@@ -136,12 +136,17 @@ def index():
     )
 
 
+# The archived tab holding at least 3 flows the current list showed within the hour, half its page or more, is a
+# service that ignores the archived filter: its rows are not taken for archived because of the tab.
+CURRENT_LATELY = timedelta(hours=1)
+
+
 def _what_the_tab_says(query: ListQuery, page: FlowPage, notices: list[str]) -> bool | None:
     """Whether the page's flows are archived by the tab they were asked for; None when the service's archived list
     is in doubt (then each item's own `archived`, if it says, decides)."""
     if not query.archived:
         return False
-    if not archived_list_in_doubt(page, utc_now()):
+    if not archived_list_in_doubt(page, utc_now() - CURRENT_LATELY, least=3):
         return True
     notices.append(
         _(
