@@ -39,8 +39,9 @@ def security_headers(https: bool) -> dict[str, str]:
 
 
 def followed_from_another_site() -> bool:
-    """Whether a link on another site led the browser here (Fetch Metadata; a client that sends none is not)."""
-    return request.headers.get("Sec-Fetch-Site") == "cross-site"
+    """Whether a link on another site led the browser here (Fetch Metadata; a client that sends none is not): another
+    registrable domain, or another origin of the same one (a wiki or an upload host beside the portal)."""
+    return request.headers.get("Sec-Fetch-Site") in ("cross-site", "same-site")
 
 
 def asking_to_continue():
