@@ -313,6 +313,12 @@ def test_field_complaints_in_the_shapes_of_common_frameworks_are_read(body):
     assert problem.reason == "lastName: too long"
 
 
+@pytest.mark.parametrize("general", ["base", "non_field_errors"])
+def test_rails_and_django_words_about_no_one_field_are_the_reason(general):
+    problem = read_problem(409, {"errors": {general: ["A flow for this person is already in progress"]}})
+    assert problem.reason == "A flow for this person is already in progress"
+
+
 def test_an_error_given_as_words_is_the_reason_and_a_code_is_not():
     assert read_problem(422, {"error": "The last name is missing"}).reason == "The last name is missing"
     assert read_problem(422, {"error": "validation_error"}).reason is None

@@ -17,6 +17,7 @@ from .text import safe_reason
 _CODE = re.compile(r"[A-Za-z0-9_.:-]{1,60}")
 MAX_DETAILS = 20
 FIELD_KEYS = ("field", "name", "propertyPath")
+GENERAL_FIELDS = ("base", "non_field_errors", "__all__")
 
 
 @dataclass(frozen=True)
@@ -121,9 +122,9 @@ def _complaints(body: dict[str, Any]) -> list[dict[str, Any]]:
             items.extend(item if isinstance(item, dict) else {"message": item} for item in value)
         elif isinstance(value, dict) and key == "errors":  # {"lastName": ["can't be blank"], "base": "..."}
             for name, words in value.items():
-                items.extend(
-                    {"field": name, "message": said} for said in (words if isinstance(words, list) else [words])
-                )
+                field_name = "" if name in GENERAL_FIELDS else name  # Rails' and Django's words about no one field
+                said = words if isinstance(words, list) else [words]
+                items.extend({"field": field_name, "message": message} for message in said)
     nested = [inner for item in items for inner in item.get("fieldViolations") or () if isinstance(inner, dict)]
     return [item for item in items if "fieldViolations" not in item] + nested
 
