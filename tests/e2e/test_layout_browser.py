@@ -202,6 +202,27 @@ def test_long_usernames_keep_every_row_s_controls_on_a_phone(page, stack):
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 
 
+LANGUAGES = ("en", "nb", "sv", "fi")
+
+
+def on_a_phone_in_every_language(page, url: str, shot, name: str):
+    """The page at `url` on a phone in each language, chosen at its foot as a person does; yields the language."""
+    page.set_viewport_size(PHONE)
+    for language in LANGUAGES:
+        page.goto(url)
+        if language != "en":
+            with page.expect_navigation():
+                page.get_by_label(re.compile("Language|Språk|Kieli")).select_option(language)
+        shot(f"layout-{name}-{language}-phone")
+        yield language
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], language
+
+
+def fits(region) -> bool:
+    """Whether a scrolling region (a table's wrapper) shows all it holds without scrolling sideways."""
+    return region.evaluate("region => region.scrollWidth <= region.clientWidth")
+
+
 def test_a_gap_s_refresh_button_stays_on_a_phone_in_every_language(page, stack, shot):
     """The gaps list keeps its Refresh button whole on a phone, in the language with the longest words too."""
     sign_in(page, stack, "admin")
@@ -211,19 +232,12 @@ def test_a_gap_s_refresh_button_stays_on_a_phone_in_every_language(page, stack, 
         record.gap_at = datetime.now(timezone.utc)
         record.gap_reason = Gap(SILENT, changed_at=record.gap_at).stored
         db.session.commit()
-    page.set_viewport_size(PHONE)
     outside = {}
-    for language in ("en", "nb", "sv", "fi"):
-        page.goto(f"{stack.url}/admin/gaps")
-        if language != "en":
-            with page.expect_navigation():
-                page.get_by_label(re.compile("Language|Språk|Kieli")).select_option(language)
-        shot(f"layout-gaps-{language}-phone")
+    for language in on_a_phone_in_every_language(page, f"{stack.url}/admin/gaps", shot, "gaps"):
         button = page.locator("[data-testid=gap-flows] form button").first
         box = button.bounding_box()
         if box["x"] < 0 or box["x"] + box["width"] > PHONE["width"] or not button.is_visible():
             outside[language] = box
-        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], language
     assert outside == {}
 
 
@@ -235,21 +249,15 @@ def test_insights_charts_keep_their_text_size_and_the_days_table_fits_a_phone(pa
     """A chart drawn for a desktop, scaled down to a phone, wrote its labels at 6 px: a phone gets its own drawing.
     The numbers per day fit beside each other in every language."""
     sign_in(page, stack, "viewer")
-    page.goto(f"{stack.url}/insights?range=30d")
+    url = f"{stack.url}/insights?range=30d"
+    page.goto(url)
     charts = ["chart-status", "chart-funnel", "chart-created", "chart-decided", "chart-incidents"]
     assert [name for name, _scale in page.evaluate(CHART_SCALES)] == charts
-    page.set_viewport_size(PHONE)
-    for language in ("en", "nb", "sv", "fi"):
-        if language != "en":
-            with page.expect_navigation():
-                page.get_by_label(re.compile("Language|Språk|Kieli")).select_option(language)
-        shot(f"layout-insights-{language}-phone")
+    for language in on_a_phone_in_every_language(page, url, shot, "insights"):
         scales = page.evaluate(CHART_SCALES)
         assert [name for name, _scale in scales] == [f"{name}-narrow" for name in charts]
         assert all(scale > 0.95 for _name, scale in scales), scales  # text at the size it was written
-        days = page.locator("[data-testid=days-table]").locator("..")
-        assert days.evaluate("region => region.scrollWidth <= region.clientWidth"), language
-        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], language
+        assert fits(page.locator("[data-testid=days-table]").locator("..")), language
 
 
 BROKEN_WORDS = """(cell) => {
@@ -272,20 +280,13 @@ def test_the_incident_queue_keeps_its_words_whole_on_a_phone_in_every_language(p
     synced = stack.portal_app.test_cli_runner().invoke(args=["flows", "sync", "--all", "--details", "100"])
     assert synced.exit_code == 0, synced.output
     sign_in(page, stack, "viewer")
-    page.set_viewport_size(PHONE)
     broken = {}
-    for language in ("en", "nb", "sv", "fi"):
-        page.goto(f"{stack.url}/insights/incidents")
-        if language != "en":
-            with page.expect_navigation():
-                page.get_by_label(re.compile("Language|Språk|Kieli")).select_option(language)
-        shot(f"layout-incidents-{language}-phone")
+    for language in on_a_phone_in_every_language(page, f"{stack.url}/insights/incidents", shot, "incidents"):
         messages = page.locator("[data-testid=incident-table] .incident-message")
         assert messages.count() > 0
         broken[language] = messages.first.evaluate(BROKEN_WORDS)
-        table = page.locator("[data-testid=incident-table]").locator("..")
-        assert table.evaluate("region => region.scrollWidth <= region.clientWidth"), language
-    assert broken == {"en": [], "nb": [], "sv": [], "fi": []}
+        assert fits(page.locator("[data-testid=incident-table]").locator("..")), language
+    assert broken == dict.fromkeys(LANGUAGES, [])
 
 
 def test_the_search_form_s_help_sits_under_its_field_at_every_width(page, stack):
