@@ -248,7 +248,10 @@ CHART_SCALES = """() => [...document.querySelectorAll('svg.chart')].filter((svg)
 def test_insights_charts_keep_their_text_size_and_the_days_table_fits_a_phone(page, stack, shot):
     """A chart drawn for a desktop, scaled down to a phone, wrote its labels at 6 px: a phone gets its own drawing.
     The numbers per day fit beside each other in every language."""
+    synced = stack.portal_app.test_cli_runner().invoke(args=["flows", "sync", "--all"])  # flows to count
+    assert synced.exit_code == 0, synced.output
     sign_in(page, stack, "viewer")
+    page.set_viewport_size(DESKTOP)
     url = f"{stack.url}/insights?range=30d"
     page.goto(url)
     charts = ["chart-status", "chart-funnel", "chart-created", "chart-decided", "chart-incidents"]
