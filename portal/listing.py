@@ -161,6 +161,17 @@ def past_the_cursor(after: str | None, page: FlowPage) -> tuple[FlowPage, int]:
     return replace(page, items=page.items[cut:], left_out=page.left_out + cut), cut
 
 
+def within_the_page_size(page: FlowPage, limit: int, before: bool = False) -> tuple[FlowPage, int]:
+    """`page` cut to the `limit` flows asked for when the service sent more (a page of 20,000 made a page of 29 MB),
+    and how many were sent; whole when the service names its own next position (cut, the rest could not be asked
+    for). Next (or Previous, going `before` a flow: the flows nearest it are kept) goes on from the flows shown."""
+    sent = len(page.items)
+    if sent <= limit or page.next_position is not None:
+        return page, 0
+    kept = page.items[-limit:] if before else page.items[:limit]
+    return replace(page, items=kept, has_more=True), sent
+
+
 def repeats_previous_page(after: str | None, previous: str | None, page: FlowPage) -> bool:
     """Whether `page` is the page asked from again: it ends with the `after` cursor (nothing new after it), or has
     the previous page's fingerprint."""

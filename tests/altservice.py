@@ -80,6 +80,7 @@ class AltOptions:
     byte_order_mark: bool = False  # the list's JSON begins with one (UTF-8 BOM)
     archived_retrieve: int | None = None  # an archived flow retrieved: this status (404, 410) instead of the flow
     ignore_archived: bool = False  # the list's archived parameter ignored: the current flows whatever it says
+    oversized: int = 1  # a page holds this many times the flows asked for
 
     def __post_init__(self):
         for name, allowed in CHOICES.items():
@@ -546,7 +547,7 @@ def read_archived(default: str) -> bool | None:
 def list_response(alt: AltService) -> Response:
     options = alt.options
     archived = False if options.ignore_archived else read_archived(options.archived_default)
-    limit = read_limit(options.max_limit)
+    limit = read_limit(options.max_limit) * options.oversized
     with alt.lock:
         chosen = [flow for flow in alt.flows if archived is None or flow.archived == archived]
     page, more, extra = slice_page(options.paging, chosen, limit)

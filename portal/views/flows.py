@@ -57,7 +57,8 @@ from ..flowindex.store import index_record
 from ..flowlinks import hidden_in_urls, left_untidy, url_form
 from ..flowsearch import DEFAULTS, SearchQuery, read_search, typed_whole, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, RevealForm
-from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query, past_the_cursor
+from ..i18n import grouped, request_words
+from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query, past_the_cursor, within_the_page_size
 from ..masking import mask_flow_id, mask_national_id
 from ..models import FlowRecord, utc_now
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
@@ -120,6 +121,17 @@ def index():
                 "The Flow Service sent the last %(num)s flows of the previous page again at the start of this one; "
                 "they are shown there only.",
                 resent,
+            )
+        )
+    page, sent = within_the_page_size(page, query.limit, before=bool(query.before))
+    if sent:
+        words = request_words().language
+        notices.append(
+            _(
+                "The Flow Service sent %(sent)s flows where %(asked)s were asked for: the first %(asked)s are shown, "
+                "and Next goes on from there.",
+                sent=grouped(sent, words),
+                asked=grouped(query.limit, words),
             )
         )
     tab_says_archived = _what_the_tab_says(query, page, notices)
