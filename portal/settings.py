@@ -195,7 +195,7 @@ class _Reader:
         return value.rstrip("/")
 
     def database_url(self, default: str) -> str:
-        value = self.text("PORTAL_DATABASE_URL", default)
+        value = self.text("PORTAL_DATABASE_URL", default, secret=True)  # it holds the database's password
         try:
             backend = make_url(value).get_backend_name()
         except ArgumentError:

@@ -210,6 +210,13 @@ def test_a_blank_secret_gives_way_to_its_file(tmp_path):
     assert settings_with(FLOW_CLIENT_SECRET="  ", FLOW_CLIENT_SECRET_FILE=str(path)).client_secret == "from-the-file"
 
 
+def test_the_database_url_with_its_password_may_come_from_a_file(tmp_path):
+    path = tmp_path / "database-url"
+    path.write_text("postgresql+psycopg://portal:s3cret@db/portal\n")
+    settings = settings_with(PORTAL_DATABASE_URL=None, PORTAL_DATABASE_URL_FILE=str(path))
+    assert settings.database_url == "postgresql+psycopg://portal:s3cret@db/portal"
+
+
 def test_a_secret_given_both_directly_and_as_a_file_stops_start_up(tmp_path):
     path = tmp_path / "secret"
     path.write_text("from-the-file\n")
