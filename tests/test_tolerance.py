@@ -217,6 +217,12 @@ def test_a_flow_whose_answer_names_another_person_than_the_list_says_so(staff, a
     assert (
         f"gives this flow the reference {flow.reference_id}; its answer here gives AL-{flow.number + 500}." in page.text
     )
+    assert staff.application.extensions["flow_index"].flush(), "the detail's answer written"
+    again = get(staff, f"/flows/{flow.id}")
+    assert f"gives this flow the reference {flow.reference_id}; its answer here" in again.text, "said at every view"
+    with staff.application.app_context():
+        listed = db.session.scalar(select(FlowRecord.reference_id).where(FlowRecord.flow_id == flow.id))
+    assert listed == flow.reference_id, "the index keeps the list's reference"
 
 
 def test_a_page_with_more_flows_than_asked_for_shows_as_many_as_asked_and_goes_on_from_there(staff, alt):

@@ -16,7 +16,7 @@ from ..insight_rollups import insight_state, mark_changed
 from ..models import FlowRecord
 from .incidents import record_incidents
 from .keys import name_key, read_national_id
-from .observations import CREATE, WEBHOOK, Observation
+from .observations import CREATE, DETAIL, WEBHOOK, Observation
 
 log = logging.getLogger(__name__)
 BATCH = 1000
@@ -289,8 +289,12 @@ def _merge_part(record, observation: Observation, fields: tuple, time_column: st
 
 
 def _merge_identity(record: Record, observation: Observation, index_key: bytes) -> bool:
-    changed = _take_known(record, observation, IDENTITY_FIELDS)
-    if observation.last_name:
+    fields: tuple[str, ...] = IDENTITY_FIELDS
+    if observation.source == DETAIL and record.listed_at is not None:
+        # The list's word stays: a detail page says where its answer disagrees with it, at every view.
+        fields = tuple(name for name in IDENTITY_FIELDS if getattr(record, name) is None)
+    changed = _take_known(record, observation, fields)
+    if observation.last_name and record.last_name == observation.last_name:
         record.last_name_key = name_key(observation.last_name)
     if observation.created_by and not record.created_by:
         record.created_by = observation.created_by
