@@ -56,7 +56,8 @@ CHOICES = {
     "error_style": ("design", "problem", "errors_array", "rails", "google", "fastapi", "bare_array", "java", "text"),
     "create": ("design", "location_only", "accepted_links", "no_id", "conflict", "invalid", "not_found", "lost_answer"),
     "detail": ("spec", "quirky", "offset_times", "upper_case", "disagreeing"),
-    "token": ("ok", "refuse", "invalid_request", "unavailable"),
+    "token": ("ok", "refuse", "invalid_request", "unavailable", "endless"),
+    "list_body": ("whole", "endless", "trickle"),
 }
 
 
@@ -81,6 +82,7 @@ class AltOptions:
     archived_retrieve: int | None = None  # an archived flow retrieved: this status (404, 410) instead of the flow
     ignore_archived: bool = False  # the list's archived parameter ignored: the current flows whatever it says
     oversized: int = 1  # a page holds this many times the flows asked for
+    list_body: str = "whole"  # "endless": the list's JSON never ends; "trickle": it comes a few bytes at a time
 
     def __post_init__(self):
         for name, allowed in CHOICES.items():
@@ -500,6 +502,8 @@ def issue_token(alt: AltService) -> Response:
     """The identity provider: client credentials by form or HTTP Basic, Keycloak-style errors."""
     if alt.options.token == "unavailable":
         return Response("Service Unavailable\n", 503, content_type="text/plain")
+    if alt.options.token == "endless":
+        return Response(endless(b"{"), 200, mimetype="application/json")
     client_id, secret = request.form.get("client_id"), request.form.get("client_secret")
     if request.authorization and request.authorization.type == "basic":
         client_id, secret = request.authorization.username, request.authorization.password
@@ -558,7 +562,32 @@ def list_response(alt: AltService) -> Response:
         body["has_more"] = "true" if more else "false"
     if options.byte_order_mark:
         return Response(b"\xef\xbb\xbf" + json.dumps(body | extra).encode(), 200, content_type="application/json")
+    if options.list_body != "whole":
+        pieces = BODY_STYLES[options.list_body](json.dumps(body | extra).encode())
+        return Response(pieces, 200, mimetype="application/json")
     return _json(body | extra, 200)
+
+
+TRICKLE_PAUSE = 0.05  # seconds between two pieces of a trickled answer
+TRICKLE_PIECE = 8  # bytes
+
+
+def endless(document: bytes):
+    """The document's opening, then whitespace (valid inside JSON) for ever: only a reader's limit ends it."""
+    yield document[:1]
+    padding = b" " * 65536
+    while True:
+        yield padding
+
+
+def trickle(document: bytes):
+    """The whole document, a few bytes at a time: every piece well within any read timeout, the whole not."""
+    for start in range(0, len(document), TRICKLE_PIECE):
+        yield document[start : start + TRICKLE_PIECE]
+        time.sleep(TRICKLE_PAUSE)
+
+
+BODY_STYLES = {"endless": endless, "trickle": trickle}
 
 
 def slice_page(paging: str, chosen: list[AltFlow], limit: int) -> tuple[list[AltFlow], bool, dict]:

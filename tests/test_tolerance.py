@@ -20,8 +20,11 @@ from altservice import (
     SECRET_REFUSAL,
     AltService,
 )
+from altservice import (
+    PORTAL_SETTINGS as ALT_SETTINGS,
+)
 from sqlalchemy import select
-from support import create_form, form_data, wait_until
+from support import add_user, create_form, form_data, sign_in, wait_until
 
 from portal.extensions import db
 from portal.models import FlowRecord
@@ -223,6 +226,36 @@ def test_a_flow_whose_answer_names_another_person_than_the_list_says_so(staff, a
     with staff.application.app_context():
         listed = db.session.scalar(select(FlowRecord.reference_id).where(FlowRecord.flow_id == flow.id))
     assert listed == flow.reference_id, "the index keeps the list's reference"
+
+
+def test_an_answer_without_end_is_cut_off_at_its_limit_with_an_error_page(staff, alt):
+    """A list answer that never ended was read for as long as it came, into the worker's memory (found by a
+    stand-in service); the token answer the same."""
+    alt.set(list_body="endless")
+    page = get(staff, "/flows")
+    assert "The Flow Service sent something unexpected, so these flows come from the portal&#39;s index" in page.text
+    assert "too_large" in page.text, "the code support is told"
+    alt.set(list_body="whole")
+    assert get(staff, "/flows").status_code == 200, "the next answer is read as ever"
+
+
+def test_an_identity_provider_answer_without_end_is_cut_off_at_its_limit(staff, alt):
+    alt.set(token="endless")
+    page = get(staff, "/flows")
+    assert page.status_code == 502 and "identity provider sent something unexpected" in page.text
+    assert "token_too_large" in page.text
+
+
+def test_an_answer_that_trickles_in_ends_at_the_read_timeout_not_at_its_last_byte(make_app, alt):
+    """requests bounds each read from the socket by the read timeout, not the whole body: 8 bytes every 50 ms kept a
+    worker for minutes."""
+    portal = make_app(sandbox_url=alt.url, **ALT_SETTINGS, WTF_CSRF_ENABLED=False, FLOW_READ_TIMEOUT="0.3")
+    client = portal.test_client()
+    assert sign_in(client, add_user(portal, role="operator")).status_code == 302
+    alt.set(list_body="trickle")
+    page = get(client, "/flows")
+    assert "The Flow Service is slow, so these flows come from the portal&#39;s index" in page.text
+    assert alt.counts["list"] == 1, "a timed-out read is not tried again"
 
 
 def test_a_page_with_more_flows_than_asked_for_shows_as_many_as_asked_and_goes_on_from_there(staff, alt):

@@ -18,6 +18,7 @@ from joserfc import jwt
 
 from .. import metrics
 from ..rsakeys import load_private_key
+from .bounded import AnswerTooLarge, read_within_bounds
 from .errors import (
     ErrorContext,
     FlowApiError,
@@ -102,6 +103,7 @@ class ClientCredentialsProvider:
         # answer of its is read (production: a client the sandbox does not know was reported as bad credentials).
         read = _refused_sandbox_then_read if refuse_sandbox else _read_token_answer
         self._session.register_compliance_hook("access_token_response", read)
+        self._session.hooks["response"].append(read_within_bounds)
         # authlib's sync client has no lock: 16 threads on a cold cache would each fetch a token.
         self._lock = threading.Lock()
         self._current: _Token | None = None
@@ -191,6 +193,10 @@ class ClientCredentialsProvider:
         except requests.Timeout:
             # Not retried: this attempt already took the whole read timeout.
             raise UpstreamTimeout("The identity provider did not answer in time", code="token_timeout") from None
+        except AnswerTooLarge as failure:
+            raise UpstreamProtocolError(
+                f"The identity provider's answer is too large: {failure}", code="token_too_large"
+            ) from None
         except requests.RequestException as failure:
             raise _Transient(
                 UpstreamUnavailable(

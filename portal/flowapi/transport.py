@@ -17,6 +17,7 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from .. import metrics, requestid
+from .bounded import AnswerTooLarge, read_within_bounds
 from .errors import (
     Conflict,
     ErrorContext,
@@ -192,6 +193,7 @@ class Transport:
             json=body,
             headers={**self.session.headers, **headers},
             cookies=self.session.cookies,
+            hooks={"response": [read_within_bounds]},
         )
         try:  # preparing may refuse too (an unusable address): the same answer as the call would give
             response = self.session.send(request.prepare(), timeout=self.timeout, allow_redirects=False)
@@ -208,6 +210,10 @@ class Transport:
         except requests.Timeout:
             return UpstreamTimeout(
                 "The Flow Service did not answer in time", code="read_timeout", request_id=request_id
+            ), None
+        except AnswerTooLarge as failure:
+            return UpstreamProtocolError(
+                f"The Flow Service's answer is too large: {failure}", code="too_large", request_id=request_id
             ), None
         except requests.RequestException as failure:
             return _retryable(
