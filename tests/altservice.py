@@ -14,6 +14,7 @@ import base64
 import binascii
 import json
 import secrets
+import socket
 import threading
 import time
 import uuid
@@ -54,7 +55,18 @@ CHOICES = {
     "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case"),
     "archived_default": ("current", "all"),
     "error_style": ("design", "problem", "errors_array", "rails", "google", "fastapi", "bare_array", "java", "text"),
-    "create": ("design", "location_only", "accepted_links", "no_id", "conflict", "invalid", "not_found", "lost_answer"),
+    "create": (
+        "design",
+        "location_only",
+        "accepted_links",
+        "no_id",
+        "conflict",
+        "invalid",
+        "not_found",
+        "lost_answer",
+        "dropped",
+        "bad_gzip",
+    ),
     "detail": ("spec", "quirky", "offset_times", "upper_case", "disagreeing"),
     "token": ("ok", "refuse", "invalid_request", "unavailable", "endless"),
     "list_body": ("whole", "endless", "trickle"),
@@ -687,7 +699,13 @@ def create_response(alt: AltService) -> Response:
         alt.flows.insert(0, flow)
     if mode == "lost_answer":  # created, and the answer lost on the way
         raise Refused(500, "internal_error", "The flow store did not answer")
+    if mode == "dropped":  # created, and the connection closed without a word (a proxy's idle cut, a crash)
+        request.environ["werkzeug.socket"].shutdown(socket.SHUT_RDWR)
+        return Response(b"", 201)
     path = f"/api/flows/{flow.id}"
+    if mode == "bad_gzip":  # created, and answered with a body its Content-Encoding does not describe
+        body = json.dumps({"flowId": flow.id, "referenceId": flow.reference_id}).encode()
+        return Response(body, 201, mimetype="application/json", headers={"Content-Encoding": "gzip"})
     if mode == "location_only":
         return Response(b"", 201, headers={"Location": path})
     if mode == "accepted_links":

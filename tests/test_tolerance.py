@@ -507,6 +507,21 @@ def test_an_empty_page_that_says_more_follow_says_so(staff, alt):
     assert "The Flow Service sent no flows on this page, yet says more follow: Next asks for them." in page.text
 
 
+@pytest.mark.parametrize("create", ["dropped", "bad_gzip"])
+def test_a_create_whose_answer_broke_on_the_way_may_have_created_the_flow(staff, alt, create):
+    """The service created the flow, then its connection closed (or its answer could not be decoded): the portal
+    said "not created, send the form again" (the request could not be sent, it thought), and a resend made the
+    person a second flow (found by a stand-in service)."""
+    alt.set(create=create)
+    data = form_data(staff)
+    first = staff.post("/flows/new", data=data)
+    assert "may have been created" in first.text and "You can send the form again" not in first.text
+    alt.set(create="design")
+    again = staff.post("/flows/new", data=data)
+    assert_sound(get(staff, again.headers["Location"]) if again.status_code in REDIRECTS else again)
+    assert alt.counts["create"] == 1, "the form sent again looks for the flow instead of creating a second"
+
+
 @pytest.mark.parametrize("items", ["masked", "date_only"])
 def test_an_unconfirmed_create_is_not_sent_again_when_the_list_cannot_say_whose_flow_came_since(staff, alt, items):
     """A list that masks national ids, or dates flows without a time, cannot rule out that the lost create made

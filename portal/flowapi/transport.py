@@ -15,6 +15,7 @@ from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from .. import metrics, requestid
 from .bounded import AnswerTooLarge, read_within_bounds
@@ -215,14 +216,14 @@ class Transport:
             return UpstreamProtocolError(
                 f"The Flow Service's answer is too large: {failure}", code="too_large", request_id=request_id
             ), None
-        except requests.RequestException as failure:
-            return _retryable(
-                UpstreamUnavailable(
-                    f"Cannot reach the Flow Service ({type(failure).__name__})",
-                    code="unreachable",
-                    request_id=request_id,
-                )
+        except requests.exceptions.ContentDecodingError:
+            return UpstreamProtocolError(
+                "The Flow Service's answer cannot be decoded (its Content-Encoding)",
+                code="undecodable",
+                request_id=request_id,
             ), None
+        except requests.RequestException as failure:
+            return _retryable(_connection_failure(failure, request_id)), None
         refusal = self.refuse_sandbox and sandbox_refusal(response, "FLOW_API_URL", request_id)
         if refusal:
             return refusal, None
@@ -233,6 +234,28 @@ class Transport:
             if response.status_code in RETRYABLE_STATUSES:
                 _retryable(error)
             return error, retry_after
+
+
+def _connection_failure(failure: requests.RequestException, request_id: str) -> UpstreamUnavailable:
+    """Unreachable when no connection was made (the request never left: a create surely created nothing);
+    otherwise the connection broke once the request was on its way, and the service may have acted on it."""
+    if _never_left(failure):
+        return UpstreamUnavailable(
+            f"Cannot reach the Flow Service ({type(failure).__name__})", code="unreachable", request_id=request_id
+        )
+    return UpstreamUnavailable(
+        f"The Flow Service's connection broke before its whole answer ({type(failure).__name__})",
+        code="connection_lost",
+        request_id=request_id,
+    )
+
+
+def _never_left(failure: requests.RequestException) -> bool:
+    """No connection made (refused, no such host, the proxy), or the request could not even be prepared."""
+    if isinstance(failure, (requests.exceptions.ProxyError, ValueError)):  # ValueError: InvalidURL, InvalidHeader…
+        return True
+    cause = failure.args[0] if failure.args else None
+    return isinstance(cause, MaxRetryError) and isinstance(cause.reason, NewConnectionError)
 
 
 def _retryable(error: FlowApiError) -> FlowApiError:
