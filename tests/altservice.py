@@ -67,7 +67,7 @@ CHOICES = {
         "dropped",
         "bad_gzip",
     ),
-    "detail": ("spec", "quirky", "offset_times", "upper_case", "disagreeing"),
+    "detail": ("spec", "quirky", "offset_times", "upper_case", "disagreeing", "other_id", "upper_id", "id_on_flow"),
     "token": ("ok", "refuse", "invalid_request", "unavailable", "endless"),
     "list_body": ("whole", "endless", "trickle"),
 }
@@ -411,7 +411,16 @@ def retrieve_body(flow: AltFlow, style: str) -> dict:
     if style == "disagreeing":  # another person and reference than the list gives the same flow
         body["flow"]["referenceId"] = f"AL-{flow.number + 500}"
         body["flow"]["data"]["nationalId"] = "811218-9876"
+    if style == "other_id":  # the answer calls itself by another id than the one in the path
+        body["flow"]["flowId"] = OTHER_FLOW_ID
+    if style == "upper_id":  # the same UUID in capitals
+        body["flow"]["flowId"] = flow.id.upper()
+    if style == "id_on_flow":  # the national id where the flow model (§2.1) has it, not under data
+        body["flow"]["nationalId"] = body["flow"]["data"].pop("nationalId")
     return body
+
+
+OTHER_FLOW_ID = "11111111-2222-4333-8444-555555555555"
 
 
 def encode_cursor(offset: int) -> str:

@@ -16,6 +16,7 @@ from alt_fixtures import app, sandbox  # noqa: F401 - the portal in front of the
 from altservice import (
     CONFLICT_REASON,
     LAST_NAME_REASON,
+    OTHER_FLOW_ID,
     SCOPE_REFUSAL,
     SECRET_REFUSAL,
     AltService,
@@ -23,8 +24,8 @@ from altservice import (
 from altservice import (
     PORTAL_SETTINGS as ALT_SETTINGS,
 )
-from sqlalchemy import select
-from support import add_user, create_form, form_data, sign_in, wait_until
+from sqlalchemy import select, update
+from support import add_user, create_form, deliver_signed, form_data, sign_in, wait_until
 
 from portal.extensions import db
 from portal.models import FlowRecord
@@ -226,6 +227,52 @@ def test_a_flow_whose_answer_names_another_person_than_the_list_says_so(staff, a
     with staff.application.app_context():
         listed = db.session.scalar(select(FlowRecord.reference_id).where(FlowRecord.flow_id == flow.id))
     assert listed == flow.reference_id, "the index keeps the list's reference"
+
+
+def test_a_flow_answered_under_another_id_stays_the_flow_asked_for_and_says_so(staff, alt):
+    """The retrieve answer's flowId won over the id asked for: the page lost the flow's consent status, its events
+    and its index row, and Refresh led to "Flow not found" (found by a stand-in service)."""
+    flow = alt.by_number(42)
+    get(staff, "/flows?limit=100")
+    wait_until(lambda: consent_in_index(staff, flow.id) is not None, "the list indexed")
+    alt.set(detail="other_id")
+    page = get(staff, f"/flows/{flow.id}")
+    assert f"Asked for the flow {flow.id}, the Flow Service answered with a flow it calls {OTHER_FLOW_ID}." in page.text
+    assert f'action="/flows/{flow.id}/refresh"' in page.text
+    assert "(not known yet)" not in page.text, "the list's consent status for the flow asked for"
+    assert staff.application.extensions["flow_index"].flush()
+    with staff.application.app_context():
+        assert db.session.scalar(select(FlowRecord.id).where(FlowRecord.flow_id == OTHER_FLOW_ID)) is None
+    alt.set(detail="upper_id")
+    assert "answered with a flow it calls" not in get(staff, f"/flows/{flow.id}").text, "a letter case is no other"
+
+
+def test_an_event_that_spells_the_reference_otherwise_does_not_make_the_list_seem_to_say_so(staff, alt):
+    """An event's "AL-0042" replaced the list's reference in the index, and the flow's page then said the list gave
+    AL-0042 (found by a stand-in service); a right-to-left override in it went into that sentence unnamed."""
+    flow = alt.by_number(42)
+    get(staff, "/flows?limit=100")
+    wait_until(lambda: consent_in_index(staff, flow.id) is not None, "the list indexed")
+    event = {"type": "flow.status_changed", "timestamp": datetime.now(UTC).isoformat()}
+    data = {"flowId": flow.id, "referenceId": "AL-0042", "status": "Opened"}
+    assert deliver_signed(staff.application, event | {"id": str(uuid.uuid4()), "data": data}).status_code < 300
+    assert staff.application.extensions["flow_index"].flush()
+    page = get(staff, f"/flows/{flow.id}")
+    assert 'data-testid="list-disagrees"' not in page.text
+    with staff.application.app_context():  # as a list that sent it would have left it
+        db.session.execute(update(FlowRecord).where(FlowRecord.flow_id == flow.id).values(reference_id="AL-42\u202e"))
+        db.session.commit()
+    alt.set(detail="disagreeing")
+    page = get(staff, f"/flows/{flow.id}")
+    assert "gives this flow the reference AL-42[U+202E]; its answer here gives AL-542." in page.text
+
+
+def test_a_national_id_on_the_flow_object_is_read_like_one_under_data(staff, alt):
+    alt.set(detail="id_on_flow")
+    flow = alt.by_number(42)
+    page = get(staff, f"/flows/{flow.id}")
+    masked = flow.national_id[:6] + "•" * 5
+    assert masked in page.text and 'name="purpose"' in page.text, "shown masked, and the reveal offered"
 
 
 def test_an_answer_without_end_is_cut_off_at_its_limit_with_an_error_page(staff, alt):

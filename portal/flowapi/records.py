@@ -63,6 +63,14 @@ def _identifier(source: dict[str, Any], *names: str) -> str | None:
     return None
 
 
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII | re.IGNORECASE)
+
+
+def same_flow_id(one: str, other: str) -> bool:
+    """Two spellings of one flow id: the same text, or the same UUID in another letter case (RFC 9562 §4)."""
+    return one == other or (one.lower() == other.lower() and bool(_UUID.fullmatch(one)))
+
+
 def _integer(source: dict[str, Any], name: str) -> int | None:
     value = source.get(name)
     if isinstance(value, bool):
@@ -309,9 +317,10 @@ class FlowData:
     organization_number: str | None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "FlowData":
+    def from_json(cls, data: dict[str, Any], flow: dict[str, Any] | None = None) -> "FlowData":
+        """`data` (§2.6); the national id also from the flow object itself, where the flow model (§2.1) has it."""
         return cls(
-            national_id=_text(data, "nationalId"),
+            national_id=_text(data, "nationalId") or _text(flow or {}, "nationalId"),
             last_name=_text(data, "lastName"),
             redirect_url=_text(data, "redirectUrl"),
             webhook_url=_text(data, "webhookUrl"),
@@ -349,6 +358,7 @@ class FlowDetail:
     self_link: str | None
     tasks_link: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    answered_as: str | None = None  # the id the answer gives itself, when it is not the id asked for
 
     @classmethod
     def from_json(cls, payload: Any, requested_id: str | None = None) -> "FlowDetail":
@@ -356,7 +366,8 @@ class FlowDetail:
         # The spec wraps the flow in `flow`; a service that sends the flow object bare is read too.
         bare = "flow" not in payload and ("flowId" in payload or "id" in payload)
         flow = payload if bare else _require_object(payload.get("flow"), "flow object")
-        flow_id = _identifier(flow, "flowId", "id") or requested_id
+        answered = _identifier(flow, "flowId", "id")
+        flow_id = requested_id or answered  # the flow asked for: its page, its index row and its events stay its own
         if not flow_id:
             raise UpstreamProtocolError("The flow has no flowId")
         links, meta = _object(payload, "_links"), _object(flow, "_meta")
@@ -384,9 +395,10 @@ class FlowDetail:
             version_tag=_text(flow, "versionTag"),
             sandbox=_flag(flow, "sandbox"),
             sandbox_config=_object(flow, "sandboxConfig"),
-            data=FlowData.from_json(_object(flow, "data")),
+            data=FlowData.from_json(_object(flow, "data"), flow),
             actions=[action for action in actions if isinstance(action, str)] if isinstance(actions, list) else [],
             self_link=self_link if isinstance(self_link, str) else _text(_object(links, "self"), "href"),
             tasks_link=_text(_object(links, "tasks"), "href"),
             raw=payload,
+            answered_as=answered if answered and not same_flow_id(answered, flow_id) else None,
         )

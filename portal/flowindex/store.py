@@ -290,8 +290,9 @@ def _merge_part(record, observation: Observation, fields: tuple, time_column: st
 
 def _merge_identity(record: Record, observation: Observation, index_key: bytes) -> bool:
     fields: tuple[str, ...] = IDENTITY_FIELDS
-    if observation.source == DETAIL and record.listed_at is not None:
-        # The list's word stays: a detail page says where its answer disagrees with it, at every view.
+    if observation.source in (DETAIL, WEBHOOK) and record.listed_at is not None:
+        # The list's word stays: a detail page says where its answer disagrees with it (at every view), and an
+        # event that spells the reference otherwise does not make the list seem to say so.
         fields = tuple(name for name in IDENTITY_FIELDS if getattr(record, name) is None)
     changed = _take_known(record, observation, fields)
     if observation.last_name and record.last_name == observation.last_name:

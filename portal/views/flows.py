@@ -61,6 +61,7 @@ from ..i18n import grouped, request_words
 from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query, past_the_cursor, within_the_page_size
 from ..masking import mask_flow_id, mask_national_id
 from ..models import FlowRecord, utc_now
+from ..presentation import shown
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..roles import role_required
 from ..security import asked_here, asking_to_continue, followed_from_another_site
@@ -362,7 +363,7 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         "flows/detail.html",
         flow=flow,
         status=status,
-        disagreements=_list_disagrees(flow, record, person),
+        disagreements=_disagreements(flow, record, person),
         consent_since=consent_since(status, record, flow.created_at),
         compared=flag_gap(flow, record, events),
         refresh_form=ConfirmForm(formdata=None),
@@ -375,10 +376,19 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
     )
 
 
-def _list_disagrees(flow: FlowDetail, record: FlowRecord | None, person: str | None) -> list[str]:
-    """Where the service's list (as the index last heard it) and its answer for this one flow disagree on who or
-    which reference: the page shows the answer, and says so."""
+def _disagreements(flow: FlowDetail, record: FlowRecord | None, person: str | None) -> list[str]:
+    """Where the service contradicts itself about this flow: its answer names another flow id than the one asked
+    for, or its list (as the index last heard it) names another person or reference. The page shows the answer
+    for the flow asked for, and says so."""
     said: list[str] = []
+    if flow.answered_as:
+        said.append(
+            _(
+                "Asked for the flow %(asked)s, the Flow Service answered with a flow it calls %(answered)s.",
+                asked=shown(flow.flow_id),
+                answered=shown(flow.answered_as),
+            )
+        )
     if record is None or record.listed_at is None:
         return said
     if person and record.national_id_hash and record.national_id_hash != person:
@@ -387,8 +397,8 @@ def _list_disagrees(flow: FlowDetail, record: FlowRecord | None, person: str | N
         said.append(
             _(
                 "The Flow Service's list gives this flow the reference %(listed)s; its answer here gives %(here)s.",
-                listed=record.reference_id,
-                here=flow.reference_id,
+                listed=shown(record.reference_id),
+                here=shown(flow.reference_id),
             )
         )
     return said
