@@ -8,11 +8,13 @@ work). A sealed id this portal did not make, or made under another secret key, o
 
 The same seal keeps other text that holds a national id out of addresses: search text and filters (`sent_whole`:
 one typed whole is redirected to its sealed form) and a page's own address in its `next` fields (`return_address`,
-opened and sealed again on the way back by `sealed_address`).
+opened and sealed again on the way back by `sealed_address`). A `next` address is sealed with a random nonce
+instead: it is made for signed-out requests too, and anyone could otherwise make the seal of a guess to compare.
 """
 
 import base64
 import binascii
+import os
 import re
 from functools import lru_cache
 from urllib.parse import parse_qsl, quote, unquote, unquote_plus, urlencode, urlsplit, urlunsplit
@@ -29,6 +31,7 @@ from . import current
 from .masking import mask_flow_id
 
 SEALED = "~"  # never in a flow id the portal opens (FLOW_ID: letters, digits, - and _)
+_NONCE_BYTES = 16
 _KEY_PURPOSE = b"flow-portal: flow ids in URLs"
 _SEAL_TEXT = re.compile(r"[A-Za-z0-9_-]+")  # base64url without padding, as `in_url` writes it
 
@@ -44,8 +47,29 @@ def in_url(flow_id: str, secret_key: str) -> str:
 
 
 def _sealed(text: str, secret_key: str) -> str:
-    sealed = _cipher(secret_key).encrypt(text.encode(), None)
+    return _seal_text(_cipher(secret_key).encrypt(text.encode(), None))
+
+
+def _sealed_once(text: str, secret_key: str) -> str:
+    """Sealed with a random nonce: another seal every time. A deterministic seal that anyone may have made (a
+    signed-out request's way back through sign-in) would let them match a seal found in a history or a log against
+    guesses of the id in it, offline, unaudited."""
+    nonce = os.urandom(_NONCE_BYTES)
+    return _seal_text(nonce + _cipher(secret_key).encrypt(text.encode(), [nonce]))
+
+
+def _seal_text(sealed: bytes) -> str:
     return SEALED + base64.urlsafe_b64encode(sealed).rstrip(b"=").decode("ascii")
+
+
+def _opened(sealed: bytes, secret_key: str) -> str:
+    """What a seal holds, made by `_sealed` or by `_sealed_once`; ValueError or InvalidTag when neither made it."""
+    cipher = _cipher(secret_key)
+    try:
+        return cipher.decrypt(sealed, None).decode()
+    except InvalidTag:
+        nonce, rest = sealed[:_NONCE_BYTES], sealed[_NONCE_BYTES:]
+        return cipher.decrypt(rest, [nonce]).decode()
 
 
 def from_url(text: str, secret_key: str) -> str | None:
@@ -61,10 +85,10 @@ def from_url(text: str, secret_key: str) -> str | None:
         return None
     try:
         sealed = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
-        flow_id = _cipher(secret_key).decrypt(sealed, None).decode()
+        opened = _opened(sealed, secret_key)
     except (binascii.Error, ValueError, InvalidTag):  # ValueError: too short for AES-SIV, or not UTF-8
         return None
-    return flow_id if _sealed(flow_id, secret_key) == text else None
+    return opened if _seal_text(sealed) == text else None
 
 
 def url_form(text: str) -> str:
@@ -114,7 +138,7 @@ def return_address(path: str) -> str:
     holds a national id (a cursor or a search typed into the address bar); `auth.safe_next` opens it."""
     if not hidden_in_urls(unquote_plus(path)):  # %20 or + before the digits would hide them from the mask
         return path
-    return _sealed(path, current.settings().secret_key)
+    return _sealed_once(path, current.settings().secret_key)
 
 
 def back_to_this_page() -> str:

@@ -191,7 +191,8 @@ def _search():
     if problems:
         return _without_unusable_values(query, problems)
     if query.national_id:  # an address never keeps a national id: search by its keyed hash instead
-        return redirect(query.url(q=None, person=query.national_id.keyed_hash(settings().index_key)))
+        key = query.national_id.keyed_hash(settings().index_key)
+        return _refused_person_search(key) or redirect(query.url(q=None, person=key))
     # Nor text that holds one; and the search box's empty fields are left out of the address.
     if typed_whole(query, request.args.get("q", "")) or left_untidy(request.args, DEFAULTS):
         return redirect(query.url(**{name: query.args[name] for name in ("after", "before") if name in query.args}))
@@ -223,7 +224,8 @@ def _search():
 def _refused_person_search(person: str):
     """The search page without the search, saying why, once this staff member has searched by too many national ids
     lately. Each person counts once an hour (`person`: the id's keyed hash), however often their results are read:
-    pages, filters, Back, a reload; a guess is a new person every time."""
+    pages, filters, Back, a reload; a guess is a new person every time. Counted from the id typed on, before the
+    redirect to the hash's address: that address is the same for the same id, so it would answer a guess too."""
     searched = f"{current_user.id}:{person}"
     try:
         if throttle().used_up("national-id-searched", PERSON_SEARCHED_LATELY, searched):
@@ -294,7 +296,8 @@ def export():
     if problems:
         return _without_unusable_values(query, problems)
     if query.national_id:  # typed into the address: out of it, as the list does
-        return redirect(query.with_person(query.national_id.keyed_hash(settings().index_key)).export_url())
+        key = query.national_id.keyed_hash(settings().index_key)
+        return _refused_person_search(key) or redirect(query.with_person(key).export_url())
     if typed_whole(query, request.args.get("q", "")):
         return redirect(query.export_url())
     if query.search.person and (refused := _refused_person_search(query.search.person)):  # as a search does
