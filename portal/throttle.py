@@ -8,6 +8,7 @@ and decides to fail closed; nothing silently falls back to unlimited.
 
 import ipaddress
 import logging
+import os
 import time
 from dataclasses import dataclass
 
@@ -134,6 +135,15 @@ class Throttle:
 def init_app(app: Flask, redis_url: str | None, prefix: str) -> None:
     enabled = app.config.get("RATELIMIT_ENABLED", True)
     app.extensions["portal.throttle"] = Throttle(redis_url or "memory://", prefix, enabled)
+    workers = os.environ.get("PORTAL_WORKERS", "")  # gunicorn.conf.py tells its workers their count
+    if enabled and not redis_url and workers.isdigit() and int(workers) > 1:
+        # production refuses this; elsewhere (a demo, a test deployment) it is allowed, but not silently
+        log.warning(
+            "throttle: sign-in and national-id search limits are kept in each worker's memory, so %s workers allow "
+            "%s times as many attempts; set PORTAL_REDIS_URL to share them",
+            workers,
+            workers,
+        )
 
 
 def throttle() -> Throttle:

@@ -186,6 +186,18 @@ def test_several_workers_need_redis_in_production():
     assert "PORTAL_REDIS_URL" in refusal(PORTAL_WORKERS="", WEB_CONCURRENCY="3")
 
 
+def test_several_workers_without_redis_outside_production_are_warned_of(make_app, monkeypatch, caplog):
+    """The demo ran two workers without Redis: each kept its own count, and 20 national-id searches a minute went
+    through where the limit is 10 (found by an attack)."""
+    monkeypatch.setenv("PORTAL_WORKERS", "2")
+    make_app(RATELIMIT_ENABLED=True)
+    assert "limits are kept in each worker's memory, so 2 workers allow 2 times as many attempts" in caplog.text
+    caplog.clear()
+    monkeypatch.setenv("PORTAL_WORKERS", "1")
+    make_app(RATELIMIT_ENABLED=True)
+    assert "each worker's memory" not in caplog.text
+
+
 def test_a_command_beside_one_worker_runs_without_redis():
     """README's single container: WEB_CONCURRENCY=1 in portal.env, where the CLI commands read it too."""
     assert not load_settings(production(PORTAL_WORKERS="", WEB_CONCURRENCY="1")).redis_url
