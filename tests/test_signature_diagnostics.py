@@ -638,12 +638,25 @@ def test_the_unknown_secret_sentence_is_whole():
     )
 
 
-def test_a_stored_event_with_the_webhook_id_and_another_body_is_an_altered_body():
+def test_a_stored_event_with_the_webhook_id_and_another_body_it_was_signed_as_is_an_altered_body():
     long_id = "msg_" + "x" * 80
-    diagnosis = standard(signed(NOBODY, message_id=long_id), stored={long_id: EVENT + b" "})
+    stored = EVENT + b" "
+    diagnosis = standard(signed(LIVE, message_id=long_id, body=stored), stored={long_id: stored})
     assert diagnosis.detail == (
-        f"an event with the same id ({long_id[:60]}) is stored with a different body: the body was changed on the "
-        "way: a proxy re-serialising JSON?"
+        f"an event with the same id ({long_id[:60]}) is stored with a different body, and the signature matches the "
+        "stored body: the body was changed on the way: a proxy re-serialising JSON?"
+    )
+
+
+def test_a_stored_event_s_id_under_a_signature_that_matches_neither_body_is_no_altered_body():
+    """A forged delivery that reused a stored event's id (every viewer sees them) was called a body changed on the
+    way: admins would chase a proxy instead of a forgery (found by an attack)."""
+    diagnosis = standard(signed(NOBODY, message_id="msg_known"), stored={"msg_known": EVENT + b" "})
+    assert diagnosis.code == "unknown_secret"
+    assert diagnosis.detail == (
+        "the id of a stored event (msg_known) with another body, and a signature that matches neither body with any "
+        "configured secret: not signed with this endpoint's secret; if the Flow Service did not send it, someone who "
+        "knows an event's id did"
     )
 
 
@@ -797,7 +810,7 @@ def test_an_hmac_keyed_with_decoded_whsec_bytes_says_so_in_full():
 @pytest.mark.parametrize("where", ["header", "body"])
 def test_an_hmac_event_stored_with_another_body_is_found_by_its_id(where):
     event_id = json.loads(EVENT)["id"]
-    headers = {"X-Flow-Signature": hex_hmac(PLAIN_STRANGER.encode() + b"!", EVENT)}
+    headers = {"X-Flow-Signature": hex_hmac(PLAIN_LIVE.encode(), b"{}")}  # as the stored body was signed
     if where == "header":
         event_id = "evt-from-the-header"
         headers["X-Flow-Event-Id"] = event_id

@@ -364,12 +364,20 @@ def _altered_or_unknown(delivery: Delivery, matches: Matcher, key_of: KeyOf, hea
             )
     for event_id in filter(None, (header_id, _id_in_body(delivery.body))):
         stored = delivery.stored_body(event_id)
-        if stored is not None and stored != delivery.body:
+        if stored is None or stored == delivery.body:
+            continue
+        if _first_match(delivery.secrets, stored, matches, key_of) is not None:  # signed as the stored body was
             return Diagnosis(
                 "body_altered",
-                f"an event with the same id ({event_id[:60]}) is stored with a different body: the body was "
-                "changed on the way: a proxy re-serialising JSON?",
+                f"an event with the same id ({event_id[:60]}) is stored with a different body, and the signature "
+                "matches the stored body: the body was changed on the way: a proxy re-serialising JSON?",
             )
+        return Diagnosis(
+            "unknown_secret",
+            f"the id of a stored event ({event_id[:60]}) with another body, and a signature that matches neither "
+            "body with any configured secret: not signed with this endpoint's secret; if the Flow Service did not "
+            "send it, someone who knows an event's id did",
+        )
     return Diagnosis(
         "unknown_secret",
         "signed with a secret not configured here (neither in FLOW_WEBHOOK_SECRETS nor "
