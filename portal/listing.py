@@ -19,12 +19,14 @@ from flask_babel import ngettext
 
 from .flowapi import FLOW_ID, FlowPage
 from .flowlinks import from_url_form, url_form
+from .i18n import grouped, request_words
 
 PAGE_SIZES = (10, 25, 50, 100)
 DEFAULT_LIMIT = 10
 _SEEN = re.compile(r"[0-9a-f]{16}")
 _PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_.\[\]-]{0,40}")
-MAX_POSITION_VALUE, MAX_POSITION_PARAMS = 512, 4
+MAX_POSITION_VALUE, MAX_POSITION_PARAMS = 2048, 4  # continuation tokens of 1-2 kB are common
+MAX_PAGE_ADDRESS = 3800  # gunicorn reads request lines of up to 4094 bytes (gunicorn.conf.py), "GET " and all
 RESERVED = ("limit", "archived")
 
 
@@ -75,7 +77,8 @@ def parse_list_query(args) -> tuple[ListQuery, list[str]]:
         problems.append(_("That page position is not valid; showing the first page."))
         after = before = None
         at = ()
-    seen = args.get("seen") if _SEEN.fullmatch(args.get("seen", "")) else None
+    # The first page instead of the one asked for is no page repeated by the service: then nothing was seen.
+    seen = args.get("seen") if _SEEN.fullmatch(args.get("seen", "")) and not problems else None
     return ListQuery(int(limit), archived == "true", after, before, at, seen), problems
 
 
@@ -226,7 +229,16 @@ def _next_url(query: ListQuery, page: FlowPage, notices: list[str]) -> str | Non
             _("The Flow Service says more flows exist but gives no way to ask for them (no ids and no next link).")
         )
     elif step.at:
-        return query.url(at=step.at, seen=seen)
+        address = query.url(at=step.at, seen=seen)
+        if len(address) <= MAX_PAGE_ADDRESS and _position(urlencode(step.at)) == step.at:
+            return address
+        notices.append(
+            _(
+                "The Flow Service's position for the next page is too long to go into an address (%(length)s "
+                "characters), so no further pages can be shown here; search the portal's index for older flows.",
+                length=grouped(len(urlencode(step.at)), request_words().language),
+            )
+        )
     elif step.after:
         return query.url(after=step.after, seen=seen)
     return None

@@ -94,6 +94,7 @@ class AltOptions:
     archived_retrieve: int | None = None  # an archived flow retrieved: this status (404, 410) instead of the flow
     ignore_archived: bool = False  # the list's archived parameter ignored: the current flows whatever it says
     oversized: int = 1  # a page holds this many times the flows asked for
+    cursor_padding: int = 0  # characters of padding in each cursor the service makes (long continuation tokens)
     list_body: str = "whole"  # "endless": the list's JSON never ends; "trickle": it comes a few bytes at a time
 
     def __post_init__(self):
@@ -423,8 +424,8 @@ def retrieve_body(flow: AltFlow, style: str) -> dict:
 OTHER_FLOW_ID = "11111111-2222-4333-8444-555555555555"
 
 
-def encode_cursor(offset: int) -> str:
-    raw = json.dumps({"o": offset, "n": secrets.token_hex(4)}).encode()
+def encode_cursor(offset: int, padding: int = 0) -> str:
+    raw = json.dumps({"o": offset, "n": secrets.token_hex(4), "p": "x" * padding}).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -575,7 +576,7 @@ def list_response(alt: AltService) -> Response:
     limit = read_limit(options.max_limit) * options.oversized
     with alt.lock:
         chosen = [flow for flow in alt.flows if archived is None or flow.archived == archived]
-    page, more, extra = slice_page(options.paging, chosen, limit)
+    page, more, extra = slice_page(options.paging, chosen, limit, options.cursor_padding)
     body: dict[str, Any] = {"data": [list_item(flow, options.items) for flow in page]}
     if options.has_more == "bool":
         body["has_more"] = more
@@ -611,7 +612,7 @@ def trickle(document: bytes):
 BODY_STYLES = {"endless": endless, "trickle": trickle}
 
 
-def slice_page(paging: str, chosen: list[AltFlow], limit: int) -> tuple[list[AltFlow], bool, dict]:
+def slice_page(paging: str, chosen: list[AltFlow], limit: int, padding: int = 0) -> tuple[list[AltFlow], bool, dict]:
     """The page asked for in the paging style of the switch, whether more follow, and its extra fields."""
     if paging in ("cursor", "cursor_inclusive"):
         return cursor_page(chosen, limit, inclusive=paging == "cursor_inclusive")
@@ -638,7 +639,7 @@ def slice_page(paging: str, chosen: list[AltFlow], limit: int) -> tuple[list[Alt
     cursor = request.args.get("cursor")
     start = decode_cursor(cursor) if cursor else 0
     more = start + limit < len(chosen)
-    token = encode_cursor(start + limit) if more else None
+    token = encode_cursor(start + limit, padding) if more else None
     if paging == "next_cursor":
         return chosen[start : start + limit], more, {"next_cursor": token}
     query = {"cursor": token, "limit": limit}

@@ -275,6 +275,31 @@ def test_a_national_id_on_the_flow_object_is_read_like_one_under_data(staff, alt
     assert masked in page.text and 'name="purpose"' in page.text, "shown masked, and the reveal offered"
 
 
+def test_a_long_continuation_token_leads_to_the_next_page(staff, alt):
+    """A next_cursor of ~600 characters was refused as a page position over 512: Next led back to the first page,
+    which the portal then blamed on the service (found by a stand-in service)."""
+    alt.set(paging="next_cursor", cursor_padding=1200)
+    first = get(staff, "/flows")
+    second = get(staff, next_href(first))
+    assert "That page position is not valid" not in second.text and "ignores the page position" not in second.text
+    assert FLOW_ROW.findall(second.text) == [flow.id for flow in alt.flows if not flow.archived][10:20]
+
+
+def test_a_continuation_token_too_long_for_an_address_is_said_and_not_offered(staff, alt):
+    alt.set(paging="next_cursor", cursor_padding=4000)
+    page = get(staff, "/flows")
+    assert next_href(page) is None
+    assert "position for the next page is too long to go into an address" in page.text
+
+
+def test_a_position_refused_as_malformed_is_not_blamed_on_the_service(staff, alt):
+    alt.set(paging="next_cursor")
+    seen = re.search(r"seen=([0-9a-f]+)", next_href(get(staff, "/flows")))[1]  # the first page's fingerprint
+    page = get(staff, f"/flows?at=cursor%3D{'x' * 3000}&seen={seen}")
+    assert "That page position is not valid; showing the first page." in page.text
+    assert "ignores the page position" not in page.text
+
+
 def test_an_answer_without_end_is_cut_off_at_its_limit_with_an_error_page(staff, alt):
     """A list answer that never ended was read for as long as it came, into the worker's memory (found by a
     stand-in service); the token answer the same."""

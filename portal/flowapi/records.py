@@ -227,16 +227,19 @@ class FlowPage:
 
 def _continuation(payload: dict[str, Any], count: int) -> dict[str, str] | None:
     """The query parameters of the next page when the service says them itself."""
+    # Whole, never cut at MAX_TEXT: a cut token names no page (the list says when one is too long to carry).
     links = _object(payload, "_links") or _object(payload, "links")
     link = payload.get("next")
     link = link if isinstance(link, str) else links.get("next")
-    link = _text(link, "href") if isinstance(link, dict) else link
+    link = link.get("href") if isinstance(link, dict) else link
     if isinstance(link, str) and link.strip():
         return _link_position(link.strip())
     for key, parameter in NEXT_TOKENS.items():
-        token = _identifier(payload, key)
-        if token:
-            return {parameter: token}
+        token = payload.get(key)
+        if isinstance(token, int) and not isinstance(token, bool):
+            token = str(token)
+        if isinstance(token, str) and token.strip():
+            return {parameter: token.strip()}
     offset, total = _integer(payload, "offset"), _integer(payload, "total")
     if offset is not None and count and (total is None or offset + count < total):
         return {"offset": str(offset + count)}
