@@ -66,6 +66,8 @@ CHOICES = {
         "lost_answer",
         "dropped",
         "bad_gzip",
+        "ok_with_error",
+        "success_false",
     ),
     "detail": ("spec", "quirky", "offset_times", "upper_case", "disagreeing", "other_id", "upper_id", "id_on_flow"),
     "token": ("ok", "refuse", "invalid_request", "unavailable", "endless"),
@@ -421,6 +423,7 @@ def retrieve_body(flow: AltFlow, style: str) -> dict:
     return body
 
 
+BLOCKED_REASON = "National id is blocked for new flows"
 OTHER_FLOW_ID = "11111111-2222-4333-8444-555555555555"
 
 
@@ -693,6 +696,17 @@ def create_response(alt: AltService) -> Response:
         raise Refused(409, "conflict", CONFLICT_REASON)
     if mode == "invalid":
         raise Refused(422, "validation_error", "The flow is not valid", [("lastName", LAST_NAME_REASON)])
+    if mode == "ok_with_error":  # a refusal answered HTTP 200
+        return _json(
+            {
+                "error": "validation_error",
+                "message": "The flow is not valid",
+                "details": [{"field": "lastName", "message": LAST_NAME_REASON}],
+            },
+            200,
+        )
+    if mode == "success_false":
+        return _json({"success": False, "errorMessage": BLOCKED_REASON}, 200)
     now = datetime.now(UTC)
     with alt.lock:
         flow = AltFlow(

@@ -241,7 +241,11 @@ def test_a_problem_type_names_the_code_by_its_last_segment(problem_type, code):
 )
 def test_a_flow_named_by_id_alone_is_read_bare_or_wrapped(answer):
     detail = FlowDetail.from_json(answer, requested_id="asked-for")
-    assert (detail.flow_id, detail.reference_id) == ("f-6", "LA-6"), "its own id, not the one asked for"
+    assert (detail.flow_id, detail.reference_id) == ("asked-for", "LA-6"), (
+        "the flow asked for (spec 4.3: the path's id)"
+    )
+    assert detail.answered_as == "f-6", "and the id the answer gives itself, to say so"
+    assert FlowDetail.from_json(answer).flow_id == "f-6", "asked for by no id: its own"
 
 
 def test_one_incident_record_without_an_id_is_incident_1():

@@ -14,6 +14,7 @@ from html import unescape
 import pytest
 from alt_fixtures import app, sandbox  # noqa: F401 - the portal in front of the alternative service
 from altservice import (
+    BLOCKED_REASON,
     CONFLICT_REASON,
     LAST_NAME_REASON,
     OTHER_FLOW_ID,
@@ -577,6 +578,21 @@ def test_an_empty_page_that_says_more_follow_says_so(staff, alt):
     page = get(staff, "/flows")
     assert_sound(page)
     assert "The Flow Service sent no flows on this page, yet says more follow: Next asks for them." in page.text
+
+
+@pytest.mark.parametrize(("create", "reason"), [("ok_with_error", LAST_NAME_REASON), ("success_false", BLOCKED_REASON)])
+def test_a_refusal_answered_http_200_is_a_refusal(staff, alt, create, reason):
+    """An error body under HTTP 200 was taken for a flow created without an id: "accepted, find it in the list",
+    an audit entry for a flow that does not exist, and the corrected form refused as sent already (found by a
+    stand-in service)."""
+    alt.set(create=create)
+    data = form_data(staff)
+    page = staff.post("/flows/new", data=data)
+    assert reason in page.text and 'name="last_name"' in page.text, "the reason, with the form to correct"
+    assert "accepted the flow" not in page.text
+    alt.set(create="design")
+    again = staff.post("/flows/new", data=data)
+    assert again.status_code == 302 and alt.counts["create"] == 2, "sent again, and created"
 
 
 @pytest.mark.parametrize("create", ["dropped", "bad_gzip"])

@@ -7,7 +7,8 @@ from typing import NamedTuple, TypeVar
 from urllib.parse import quote
 
 from ..settings import Settings
-from .errors import EndpointNotFound, NotFound
+from .errors import EndpointNotFound, NotFound, ValidationFailed
+from .problems import read_problem, says_it_failed
 from .records import CreatedFlow, FlowDetail, FlowPage, FlowSummary
 from .tokens import ClientCredentialsProvider, SelfSignedJwtProvider, TokenProvider
 from .transport import Transport
@@ -68,7 +69,18 @@ class FlowClient:
             body["webhookUrl"] = webhook_url
         with _required_endpoint("create endpoint"):
             reply = self.transport.post("/api/flows", body)
-        return CreatedFlow.from_reply(reply.payload, reply.headers)
+        created = CreatedFlow.from_reply(reply.payload, reply.headers)
+        if not (created.flow_id or created.reference_id) and says_it_failed(reply.payload):
+            # An error answered with a 2xx and no flow named: the service's refusal, not a flow without an id.
+            problem = read_problem(reply.status, reply.payload)
+            raise ValidationFailed(
+                f"The Flow Service answered HTTP {reply.status} with an error",
+                details=problem.details,
+                status=reply.status,
+                code=problem.code,
+                reason=problem.reason,
+            )
+        return created
 
     def get_flow(self, flow_id: str) -> FlowDetail:
         """The full flow, from the spec's retrieve path `/api/applications/<id>`."""

@@ -36,6 +36,14 @@ def read_problem(status: int, body: Any, text: str = "", request_id: str | None 
     return Problem(_code(body, status), _reason(body, details, request_id), details)
 
 
+def says_it_failed(body: Any) -> bool:
+    """Whether a 2xx answer's body is an error answer all the same: `"success": false`, or an `error` / `errors`
+    with something in it ({"error": "validation_error", "message": …} under HTTP 200)."""
+    if not isinstance(body, dict):
+        return False
+    return body.get("success") is False or body.get("ok") is False or bool(body.get("error") or body.get("errors"))
+
+
 # Names an error answer uses for itself; an answer with none of them and only words under each key is complaints
 # by field (Rails' `render json: model.errors`, Django REST framework): {"lastName": ["can't be blank"]}.
 _ANSWER_KEYS = frozenset(
@@ -92,7 +100,7 @@ def _first_reason(source: dict[str, Any], names: tuple[str, ...], request_id: st
 
 
 def _reason(body: dict[str, Any], details: list[FieldError], request_id: str | None) -> str | None:
-    reason = _first_reason(body, ("detail", "message", "error_description", "title"), request_id)
+    reason = _first_reason(body, ("detail", "message", "error_description", "title", "errorMessage"), request_id)
     if reason:
         return reason
     said = body.get("error")
