@@ -25,7 +25,7 @@ from altservice import (
 from altservice import (
     PORTAL_SETTINGS as ALT_SETTINGS,
 )
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from support import add_user, create_form, deliver_signed, form_data, sign_in, wait_until
 
 from portal.extensions import db
@@ -266,6 +266,24 @@ def test_an_event_that_spells_the_reference_otherwise_does_not_make_the_list_see
     alt.set(detail="disagreeing")
     page = get(staff, f"/flows/{flow.id}")
     assert "gives this flow the reference AL-42[U+202E]; its answer here gives AL-542." in page.text
+
+
+def test_an_event_naming_the_flow_s_uuid_in_capitals_is_the_flow_s_event(staff, alt):
+    """Events whose flowId was the flow's UUID in capitals never showed on its page, and made the index a second
+    flow (found by a stand-in service)."""
+    flow = alt.by_number(42)
+    get(staff, "/flows?limit=100")
+    wait_until(lambda: consent_in_index(staff, flow.id) is not None, "the list indexed")
+    data = {"flowId": flow.id.upper(), "status": "Accepted", "previousStatus": "Opened"}
+    event = {"id": str(uuid.uuid4()), "type": "flow.status_changed", "timestamp": datetime.now(UTC).isoformat()}
+    assert deliver_signed(staff.application, event | {"data": data}).status_code < 300
+    assert staff.application.extensions["flow_index"].flush()
+    page = get(staff, f"/flows/{flow.id}")
+    assert "No webhook events received for this flow yet" not in page.text
+    assert 'data-testid="timeline"' in page.text
+    with staff.application.app_context():
+        rows = db.session.scalars(select(FlowRecord.flow_id).where(func.lower(FlowRecord.flow_id) == flow.id)).all()
+    assert rows == [flow.id], "one flow in the index, under the list's spelling"
 
 
 def test_a_national_id_on_the_flow_object_is_read_like_one_under_data(staff, alt):

@@ -66,6 +66,13 @@ def _identifier(source: dict[str, Any], *names: str) -> str | None:
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII | re.IGNORECASE)
 
 
+def flow_id_spellings(flow_id: str) -> tuple[str, ...]:
+    """The ways a service may write this flow id: a UUID in either letter case too (RFC 9562 §4)."""
+    if not _UUID.fullmatch(flow_id):
+        return (flow_id,)
+    return tuple(dict.fromkeys((flow_id, flow_id.lower(), flow_id.upper())))
+
+
 def same_flow_id(one: str, other: str) -> bool:
     """Two spellings of one flow id: the same text, or the same UUID in another letter case (RFC 9562 §4)."""
     return one == other or (one.lower() == other.lower() and bool(_UUID.fullmatch(one)))

@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ..database import changed_rows
 from ..extensions import db
+from ..flowapi.records import flow_id_spellings
 from ..insight_rollups import insight_state, mark_changed
 from ..models import FlowRecord
 from .incidents import record_incidents
@@ -73,7 +74,8 @@ def _apply_batch(batch: list[Observation], index_key: bytes) -> Applied:
 
 def _try_batch(batch: list[Observation], index_key: bytes) -> Applied:
     """Merge in Python, then write back with one INSERT and one UPDATE statement (executemany)."""
-    ids = {"ids": sorted({observation.flow_id for observation in batch})}  # sorted: writers lock rows in one order
+    # Every spelling of each id (a UUID in capitals is the same flow); sorted: writers lock rows in one order.
+    ids = {"ids": sorted({spelling for observation in batch for spelling in flow_id_spellings(observation.flow_id)})}
     take_lock, read = _locking_read(db.engine.dialect.name)
     if take_lock is not None:
         db.session.execute(take_lock, ids)
@@ -81,20 +83,28 @@ def _try_batch(batch: list[Observation], index_key: bytes) -> Applied:
     before = {flow_id: insight_state(row) for flow_id, row in rows.items()}
     applied = Applied()
     for observation in batch:
-        row = rows.get(observation.flow_id)
+        row = _row_for(rows, observation.flow_id)
         if row is None:
             row = rows[observation.flow_id] = _new_row(observation)
             merge(row, observation, index_key, fresh=True)
-            applied.new.add(observation.flow_id)
+            applied.new.add(row.flow_id)
         elif merge(row, observation, index_key):
-            applied.changed.add(observation.flow_id)
-        applied.seen.add(observation.flow_id)
+            applied.changed.add(row.flow_id)
+        applied.seen.add(row.flow_id)
     _write_rows([row for row in rows.values() if row.id is None], [row for row in rows.values() if row.id is not None])
     mark_changed(before, rows)  # the insight rollups of what changed are summed again before they are read
     record_incidents(batch)  # in the same transaction: a lost race retries both
     db.session.commit()
     applied.changed -= applied.new
     return applied
+
+
+def _row_for(rows: dict[str, "IndexRow"], flow_id: str) -> "IndexRow | None":
+    """The flow's row under the id as written, else under another spelling of it (the row keeps its own)."""
+    found = rows.get(flow_id)
+    if found is None:
+        found = next((rows[spelling] for spelling in flow_id_spellings(flow_id) if spelling in rows), None)
+    return found
 
 
 @cache

@@ -17,7 +17,7 @@ from sqlalchemy.orm import aliased
 
 from ..database import changed_rows, distinct_values
 from ..extensions import db
-from ..flowapi.records import CONSENT_STATUSES, known_spelling, parse_timestamp
+from ..flowapi.records import CONSENT_STATUSES, flow_id_spellings, known_spelling, parse_timestamp
 from ..masking import mask_document, mask_text
 from ..models import FlowRecord, PrunedEvent, RejectedDelivery, RejectionTally, UtcDateTime, WebhookEvent, utc_now
 from ..paging import KeysetPage, newest_first
@@ -338,7 +338,7 @@ def events_for_flow(flow_id: str, reference_id: str | None) -> list[WebhookEvent
     Events are the flow's by flow id. An event without a flow id is the flow's by its reference only
     while that reference is unique: references can repeat, and another person's events must not show.
     """
-    match = WebhookEvent.flow_id == flow_id
+    match: ColumnElement[bool] = WebhookEvent.flow_id.in_(flow_id_spellings(flow_id))  # a UUID in capitals too
     if reference_id and reference_is_only(flow_id, reference_id):
         match = or_(match, and_(WebhookEvent.flow_id.is_(None), WebhookEvent.reference_id == reference_id))
     ordered = (func.coalesce(WebhookEvent.occurred_at, WebhookEvent.received_at), WebhookEvent.id)
@@ -351,7 +351,7 @@ def reference_is_only(flow_id: str, reference_id: str) -> bool:
     other_event = select(WebhookEvent.id).where(
         WebhookEvent.reference_id == reference_id,
         WebhookEvent.flow_id.is_not(None),
-        WebhookEvent.flow_id != flow_id,
+        WebhookEvent.flow_id.not_in(flow_id_spellings(flow_id)),
     )
     return not db.session.scalar(select(or_(other_flow.exists(), other_event.exists())))
 
