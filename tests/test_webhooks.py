@@ -34,6 +34,7 @@ from portal.webhooks.shape import EventFields, EventShape, parse_fields, read_ev
 from portal.webhooks.signing import standard_headers
 from portal.webhooks.store import (
     SAMPLES_PER_SOURCE,
+    event_document,
     events_for_flow,
     iter_events,
     iter_matching_events,
@@ -698,6 +699,17 @@ def test_awkward_but_signed_input_never_fails_the_store(make_app, database_url):
     assert first.json["id"] == "id-sha256:" + hashlib.sha256(b"msg\x07bell").hexdigest()
     assert client.post(PATH, data=b'{"a": "\x00"}', headers={"content-type": "application/json"}).status_code == 401
     assert "\x00" not in rejected(app)[-1].body_head
+
+
+def test_a_body_that_begins_with_a_byte_order_mark_is_stored_and_shown(hook_app, hook_client):
+    """Refused as malformed JSON, though the portal's own client reads such answers (found by a stand-in service):
+    the sender retried and gave up."""
+    sent = event(status="Accepted")
+    body = b"\xef\xbb\xbf" + json.dumps(sent).encode()
+    assert deliver(hook_client, body=body).status_code == 200
+    [row] = stored(hook_app)
+    assert row.event_type == "flow.status_changed" and row.status == "Accepted"
+    assert event_document(row) == sent, "shown as the JSON it is, not as text"
 
 
 def test_hmac_scheme_refuses_a_body_that_is_not_utf8(make_app, database_url):

@@ -231,7 +231,8 @@ def examine(body: bytes, headers: HeaderSource, mimetype: str, settings: Setting
     if nests_deeper_than(body, MAX_DEPTH):
         return Refusal(400, "JSON nested too deep", "too_deep", f"JSON nested deeper than {MAX_DEPTH} levels")
     try:
-        payload = json.loads(body.decode("utf-8"), parse_int=_int_or_text)
+        # utf-8-sig: a leading byte-order mark skipped, as RFC 8259 allows a reader to (the client reads one too)
+        payload = json.loads(body.decode("utf-8-sig"), parse_int=_int_or_text)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
         return Refusal(400, "malformed JSON", "malformed", "body is not valid UTF-8 JSON")
     if not isinstance(payload, dict):

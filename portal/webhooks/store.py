@@ -124,7 +124,7 @@ def event_by_row(row_id: int) -> WebhookEvent | None:
 def event_document(event: WebhookEvent) -> Any:
     """The stored body to show: the parsed JSON with lone surrogates as U+FFFD, else the text as stored."""
     try:
-        document = json.loads(event.body)
+        document = json.loads(event.body.removeprefix("\ufeff"))  # stored as signed: a byte-order mark kept
         text = json.dumps(document, ensure_ascii=False)
     except (ValueError, RecursionError):
         return event.body
