@@ -30,6 +30,7 @@ from support import add_user, create_form, deliver_signed, form_data, sign_in, w
 
 from portal.extensions import db
 from portal.models import FlowRecord
+from portal.presentation import local_time
 
 REDIRECTS = (301, 302, 303, 307, 308)
 MAX_HOPS = 3
@@ -284,6 +285,20 @@ def test_an_event_naming_the_flow_s_uuid_in_capitals_is_the_flow_s_event(staff, 
     with staff.application.app_context():
         rows = db.session.scalars(select(FlowRecord.flow_id).where(func.lower(FlowRecord.flow_id) == flow.id)).all()
     assert rows == [flow.id], "one flow in the index, under the list's spelling"
+
+
+def test_a_decision_the_list_shows_is_dated_by_the_flow_s_last_change_not_by_when_the_portal_first_saw_it(staff, alt):
+    """ "Consent status Accepted since" gave the time of the portal's first list fetch, days after the flow's last
+    change (found by a stand-in service): the answer's updatedAt bounds it, and the page says "by"."""
+    flow = next(flow for flow in alt.flows if flow.status == "Accepted" and not flow.archived)
+    get(staff, "/flows?limit=100")
+    wait_until(lambda: consent_in_index(staff, flow.id) == "Accepted", "the list indexed")
+    get(staff, f"/flows/{flow.id}")
+    assert staff.application.extensions["flow_index"].flush()
+    page = get(staff, f"/flows/{flow.id}")
+    with staff.application.test_request_context():
+        when = local_time(flow.updated_at, seconds=True)
+    assert f"Consent status Accepted by {when}" in page.text
 
 
 def test_a_national_id_on_the_flow_object_is_read_like_one_under_data(staff, alt):

@@ -250,12 +250,25 @@ def _merge_milestones(record: Record, observation: Observation) -> None:
     when it has one, is closer), so a late event moves the milestone back to its own time.
     """
     status = observation.consent_status
+    if status is None and observation.source == DETAIL and observation.updated_at:
+        _bound_milestones(record, observation.updated_at)
     if status not in OPENED_OR_PAST:
         return
     when = observation.state_at if observation.source == WEBHOOK else (observation.updated_at or observation.state_at)
     record.opened_at = min(record.opened_at or when, when)
     if status in DECIDED:
         record.decided_at = min(record.decided_at or when, when)
+
+
+def _bound_milestones(record: Record, updated_at: datetime) -> None:
+    """A retrieve answer tells no consent status, but its `updatedAt` is the flow's last change: a status the index
+    already knows (opened, or decided: never undone) had come about by then."""
+    if record.created_at and updated_at < record.created_at:
+        return  # a time before the flow's creation is no time the flow changed
+    if record.consent_status in OPENED_OR_PAST and record.opened_at and updated_at < record.opened_at:
+        record.opened_at = updated_at
+    if record.consent_status in DECIDED and record.decided_at and updated_at < record.decided_at:
+        record.decided_at = updated_at
 
 
 def _merge_heard(record: Record, observation: Observation) -> None:
