@@ -39,6 +39,12 @@ def test_timestamps_in_every_style_read_as_the_same_moment(value):
     assert parse_timestamp(value) == MOMENT
 
 
+@pytest.mark.parametrize("value", ["Sun, 22 Nov 2026 12:05:00 GMT", "Sun, 22 Nov 2026 13:05:00 +0100"])
+def test_a_time_in_http_s_date_form_is_read(value):
+    """RFC 1123 / RFC 2822 dates, as some services write times, showed as "—" (found by a stand-in service)."""
+    assert parse_timestamp(value) == MOMENT.replace(microsecond=0)
+
+
 def test_a_time_without_an_offset_is_utc_whatever_the_servers_zone(monkeypatch):
     monkeypatch.setenv("TZ", "Europe/Oslo")
     time.tzset()
@@ -50,7 +56,22 @@ def test_a_time_without_an_offset_is_utc_whatever_the_servers_zone(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "value", ["9999-12-31T23:59:59-23:59", "not a date", "", None, True, float("nan"), -5, 10**30, [1], "1e400"]
+    "value",
+    [
+        "9999-12-31T23:59:59-23:59",
+        "not a date",
+        "",
+        None,
+        True,
+        float("nan"),
+        -5,
+        10**30,
+        [1],
+        "1e400",
+        "Sun, 22 Nov 2026",  # a day alone is no moment
+        "Sun, 32 Nov 2026 12:05:00 GMT",
+        "Sun, 22 Nov 99999 12:05:00 GMT",
+    ],
 )
 def test_unreadable_or_out_of_range_timestamps_are_none_never_an_error(value):
     assert parse_timestamp(value) is None

@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -119,7 +120,7 @@ def parse_timestamp(value: Any) -> datetime | None:
     try:
         moment = _epoch(value) if not isinstance(value, str) or _EPOCH.fullmatch(value.strip()) else _iso(value)
         return moment.astimezone(timezone.utc) if moment else None
-    except (ValueError, OverflowError, OSError):
+    except (ValueError, TypeError, OverflowError, OSError):
         return None
 
 
@@ -127,7 +128,10 @@ def _iso(value: str) -> datetime | None:
     # A day alone is no moment: shown as written, never taken for midnight. (2026-11-28T…, the usual form, at once.)
     if value[10:11] not in ("T", "t", " ") and not _WITH_TIME.search(value):
         return None
-    moment = datetime.fromisoformat(value.strip().replace("z", "Z").replace("Z", "+00:00"))
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        moment = parsedate_to_datetime(value)  # HTTP's and e-mail's form: "Fri, 20 Nov 2026 00:07:00 GMT"
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
