@@ -11,6 +11,8 @@ from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
     DateField,
+    Form,
+    FormField,
     HiddenField,
     PasswordField,
     SearchField,
@@ -61,6 +63,20 @@ def has_a_letter(form, field) -> None:
 COUNTRY_NAMES = {"no": _l("Norway"), "se": _l("Sweden"), "fi": _l("Finland")}
 
 
+class KeptCreateInput(Form):
+    """What was typed into a New flow form sent after its session ended: carried through the sign-in page (in the
+    page, never in an address or a cookie) and shown again once signed in, to be checked and sent."""
+
+    country = HiddenField(filters=[lambda value: (value or "")[:2]])
+    national_id = HiddenField(filters=[lambda value: (value or "")[:20]])
+    last_name = HiddenField(filters=[lambda value: (value or "")[:100]])
+    redirect_url = HiddenField(filters=[lambda value: (value or "")[:2048]])
+    webhook_url = HiddenField(filters=[lambda value: (value or "")[:2048]])
+
+    def holds_input(self) -> bool:
+        return any(field.data for field in self)
+
+
 class LoginForm(FlaskForm):
     username = StringField(
         _l("Username"),
@@ -73,6 +89,7 @@ class LoginForm(FlaskForm):
         render_kw={"autocomplete": "current-password"},
     )
     next = HiddenField()  # not validated: auth.safe_next sends anything unsafe to the flow list instead
+    kept = FormField(KeptCreateInput)
     submit = SubmitField(_l("Sign in"))
 
 

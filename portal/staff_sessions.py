@@ -7,6 +7,8 @@ timeout and an absolute lifetime, both measured from times the cookie carries.
 """
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from authlib.integrations.flask_client import OAuth
 from flask import Flask, current_app, flash, g, redirect, request, session, url_for
@@ -147,6 +149,15 @@ SESSION_ENDED = {
 }
 
 
+# Forms whose input outlives the session they were opened in: endpoint -> the answer to one sent signed out (a page,
+# or None for the usual way to the sign-in page).
+_KEEPS_INPUT: dict[str, Callable[[], Any]] = {}
+
+
+def keep_input_when_signed_out(endpoint: str, answer: Callable[[], Any]) -> None:
+    _KEEPS_INPUT[endpoint] = answer
+
+
 def _require_sign_in():
     if request.endpoint in PUBLIC_ENDPOINTS or request.endpoint is None:
         return None
@@ -157,7 +168,8 @@ def _require_sign_in():
         if ended and request.method == "GET":
             flash(str(SESSION_ENDED[ended]), "info")
             return redirect(_sign_in_url())
-        return login_manager.unauthorized()
+        keeping = _KEEPS_INPUT.get(request.endpoint) if request.method == "POST" else None
+        return (keeping and keeping()) or login_manager.unauthorized()
     return None
 
 

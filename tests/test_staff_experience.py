@@ -1,7 +1,9 @@
 """What a staff member meets: a flow page that answers first, input that is never lost, a language that is kept."""
 
+import html
 import re
 
+import pytest
 from support import PASSWORD, add_user, deliver_signed, set_account_language, sign_in
 
 from portal.extensions import db
@@ -59,6 +61,65 @@ def test_a_create_with_an_expired_security_token_keeps_the_form(make_app, make_u
     assert fresh != before, "the kept form carries a token that works"
     created = client.post("/flows/new", data={**TYPED, "submission": submission, "csrf_token": fresh})
     assert created.status_code == 302 and "/flows/" in created.headers["Location"]
+
+
+def signed_in_with_csrf(client, username: str) -> None:
+    token = CSRF.search(client.get("/login").text)[1]
+    answer = client.post("/login", data={"username": username, "password": PASSWORD, "csrf_token": token})
+    assert answer.status_code == 302
+
+
+def sign_in_on(page: str, client, username: str, password: str = PASSWORD):
+    """Sign in on a sign-in page as a person would: every field of its form as it is, with the name and password."""
+    form = page.split('<form method="post"', 1)[1].split("</form>", 1)[0]
+    fields = {}
+    for tag in re.findall(r"<input\b[^>]*>", form):
+        name, value = re.search(r'name="([^"]+)"', tag), re.search(r'value="([^"]*)"', tag)
+        if name:
+            fields[name[1]] = html.unescape(value[1]) if value else ""
+    return client.post("/login", data=fields | {"username": username, "password": password})
+
+
+@pytest.mark.parametrize("ended_by", ["sign_out", "idle"])
+def test_a_create_sent_after_the_session_ended_keeps_what_was_typed_through_the_sign_in(
+    make_app, make_user, sandbox, ended_by
+):
+    """Signed out in another tab (or idle) while typing a new flow: the form sent then gave "Your session expired",
+    and what was typed was gone after signing in (found by a new user)."""
+    app = make_app()
+    client, username = app.test_client(), make_user("operator")
+    signed_in_with_csrf(client, username)
+    page = client.get("/flows/new").text
+    typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
+    if ended_by == "sign_out":
+        client.post("/logout", data={"csrf_token": CSRF.search(page)[1]})
+    clock = app.extensions["portal.clock"]
+    if ended_by == "idle":
+        app.extensions["portal.clock"] = lambda: clock() + 3 * 3600  # past the idle timeout
+    answer = client.post("/flows/new", data=typed)
+    app.extensions["portal.clock"] = clock
+    assert answer.status_code == 401 and "what you typed is kept" in answer.text
+    assert 'name="username"' in answer.text
+    mistyped = sign_in_on(answer.text, client, username, password="not it")
+    assert "Wrong username or password" in mistyped.text and 'value="15108695088"' in mistyped.text, "still kept"
+    again = sign_in_on(mistyped.text, client, username)
+    assert again.status_code == 200 and "What you typed is kept: check it and select Create flow." in again.text
+    keeps_what_was_typed(again.text)
+    fields = {**TYPED, "submission": new_form_token_of(again.text), "csrf_token": CSRF.search(again.text)[1]}
+    created = client.post("/flows/new", data=fields)
+    assert created.status_code == 302 and "/flows/" in created.headers["Location"]
+
+
+def test_a_create_form_sent_signed_out_from_another_site_keeps_nothing(make_app, make_user, sandbox):
+    """Another site's form must not put its words in front of someone who then signs in."""
+    app = make_app()
+    client = app.test_client()
+    answer = client.post("/flows/new", data=TYPED, headers={"Sec-Fetch-Site": "cross-site"})
+    assert "15108695088" not in answer.text
+
+
+def new_form_token_of(page: str) -> str:
+    return page.split('name="submission" type="hidden" value="')[1].split('"')[0]
 
 
 def test_an_expired_token_elsewhere_offers_to_try_again_on_the_page_it_came_from(make_app, make_user, sandbox):

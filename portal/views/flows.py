@@ -56,7 +56,7 @@ from ..flowindex.status import (
 from ..flowindex.store import index_record
 from ..flowlinks import hidden_in_urls, left_untidy, url_form
 from ..flowsearch import DEFAULTS, SearchQuery, read_search, typed_whole, wants_index
-from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, RevealForm
+from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, KeptCreateInput, LoginForm, RevealForm
 from ..i18n import grouped, request_words
 from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query, past_the_cursor, within_the_page_size
 from ..masking import mask_flow_id, mask_national_id
@@ -65,6 +65,7 @@ from ..presentation import shown
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..roles import role_required
 from ..security import asked_here, asking_to_continue, followed_from_another_site
+from ..staff_sessions import keep_input_when_signed_out
 from ..submissions import (
     SubmissionInProgress,
     SubmissionUnconfirmed,
@@ -494,7 +495,9 @@ def new():
 @bp.errorhandler(CSRFError)
 def expired_form(error: CSRFError):
     """A create whose security token expired keeps what was typed, to be checked and sent again."""
-    if request.endpoint != "flows.new" or not (current_user.is_authenticated and current_user.can("operator")):
+    if request.endpoint == "flows.new" and not current_user.is_authenticated:
+        return sign_in_keeping_create_input() or csrf_error_page(error)
+    if request.endpoint != "flows.new" or not current_user.can("operator"):
         return csrf_error_page(error)
     flash(
         _(
@@ -504,6 +507,34 @@ def expired_form(error: CSRFError):
         "warning",
     )
     return render_template("flows/new.html", form=CreateFlowForm(settings().create_countries)), 400
+
+
+def sign_in_keeping_create_input():
+    """A New flow form sent after its session ended (signed out in another tab, idle, a role change): the sign-in
+    page, carrying what was typed in the page itself; signed in, the form comes back with it. None for a form sent
+    from another site, which must not put its words before someone who then signs in."""
+    if request.endpoint != "flows.new" or request.method != "POST" or followed_from_another_site():
+        return None
+    typed = {field.short_name: request.form.get(field.short_name, "") for field in KeptCreateInput()}
+    form = LoginForm(formdata=None, next=url_for("flows.new"), kept=typed)
+    if not form.kept.holds_input():
+        return None
+    flash(_("You were signed out, so nothing was sent. Sign in to go on: what you typed is kept."), "warning")
+    return render_template("auth/login.html", form=form), 401
+
+
+bp.record_once(lambda _state: keep_input_when_signed_out("flows.new", sign_in_keeping_create_input))
+
+
+def kept_create_form(kept: KeptCreateInput):
+    """Once signed in again, the New flow form as it was typed before the session ended, with a fresh token."""
+    countries = settings().create_countries
+    if not (current_user.can("operator") and countries and kept.holds_input()):
+        return None
+    values = {name: value for name, value in kept.data.items() if value} | {"submission": _new_submission_token()}
+    form = CreateFlowForm(countries, formdata=None, data=values)
+    flash(_("You are signed in again. What you typed is kept: check it and select Create flow."), "info")
+    return render_template("flows/new.html", form=form)
 
 
 def _create_defaults() -> dict:

@@ -11,7 +11,7 @@ from ..accounts import find_account, find_sso_account, record_sign_in, remember_
 from ..audit import record_audit
 from ..errors import csrf_error_page
 from ..flowlinks import SEALED, from_url_form, is_local_path, sealed_address
-from ..forms import ConfirmForm, LoginForm
+from ..forms import ConfirmForm, KeptCreateInput, LoginForm
 from ..i18n import LANGUAGES
 from ..masking import mask_text
 from ..models import User
@@ -31,10 +31,14 @@ def safe_next(target: str | None) -> str:
     return target if target and is_local_path(target) else url_for("flows.index")
 
 
-def _start_session(user: User, target: str | None, how: str):
+def _start_session(user: User, target: str | None, how: str, kept: KeptCreateInput | None = None):
     record_sign_in(user)
     begin_session(user)
     record_audit(user.username, "sign_in", how)
+    if kept is not None and safe_next(target) == url_for("flows.new"):
+        from .flows import kept_create_form  # here: the flows views import this module's safe_next
+
+        return kept_create_form(kept) or redirect(safe_next(target))
     return redirect(safe_next(target))
 
 
@@ -84,7 +88,7 @@ def login():
     if _password_matches(user, form.password.data) and user is not None and user.is_active:
         signed_in_well(username)
         metrics.count_sign_in("success")
-        return _start_session(user, form.next.data, "password")
+        return _start_session(user, form.next.data, "password", form.kept.form)
     metrics.count_sign_in("failed")
     record_audit(mask_text(username)[:80], "sign_in_failed", "password")  # a national id typed as a name
     current_app.logger.info("failed sign-in for %r from %r", username[:80], client_address())
