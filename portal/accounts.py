@@ -30,7 +30,11 @@ log = logging.getLogger(__name__)
 
 
 class AccountError(ValueError):
-    """The change would break a rule; the message says which."""
+    """The change would break a rule; the message says which, and `field` which part of the account it is about."""
+
+    def __init__(self, message: str, field: str = "username") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def find_account(username: str) -> User | None:
@@ -182,12 +186,12 @@ def remember_language(user_id: int, language: str) -> None:
 
 def _check_role(role: str) -> None:
     if role not in ROLES:
-        raise AccountError(_("The role must be one of %(roles)s.", roles=", ".join(ROLES)))
+        raise AccountError(_("The role must be one of %(roles)s.", roles=", ".join(ROLES)), field="role")
 
 
 def _check_password(password: str, username: str) -> None:
     if len(password) < MIN_PASSWORD:
-        raise AccountError(_("The password must be at least %(count)d characters.", count=MIN_PASSWORD))
+        raise AccountError(_("The password must be at least %(count)d characters.", count=MIN_PASSWORD), "password")
     # Imported here, when a password is set: its word lists cost every worker 13 MB of memory (measured), and a
     # worker that serves pages never sets one.
     from zxcvbn import zxcvbn
@@ -197,7 +201,8 @@ def _check_password(password: str, username: str) -> None:
             _(
                 "This password is too easy to guess: a common password, a word with a few digits, a keyboard row, "
                 "a repeat or the username. A few unrelated words make a good one."
-            )
+            ),
+            field="password",
         )
 
 

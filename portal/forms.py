@@ -26,7 +26,7 @@ from wtforms.validators import DataRequired, EqualTo, Length, Optional, Regexp, 
 from . import current
 from .accounts import MAX_PASSWORD, MIN_PASSWORD
 from .flowindex.observations import CONSENT_STATUSES, LIFECYCLES
-from .labels import STATUS_LABELS, audit_action_label, purpose_label
+from .labels import OTHER_STORED, STATUS_LABELS, audit_action_label, purpose_label
 from .listing import PAGE_SIZES
 from .masking import mask_text
 from .models import ROLES
@@ -125,7 +125,7 @@ class RevealForm(FlaskForm):
         """The purpose as recorded: the choice, and the words given with it (a national id among them masked: the
         purpose is kept in the audit and access logs, and in the session while the reveal lasts)."""
         detail = mask_text((self.detail.data or "").strip())
-        chosen = str(_("Other")) if self.purpose.data == OTHER_PURPOSE else self.purpose.data
+        chosen = OTHER_STORED if self.purpose.data == OTHER_PURPOSE else self.purpose.data  # stored in English
         return f"{chosen}: {detail}"[:255] if detail else chosen
 
 

@@ -92,6 +92,7 @@ PURPOSE_LABELS = {
     "Identity check": _l("Identity check"),
     "Complaint handling": _l("Complaint handling"),
     "Fraud investigation": _l("Fraud investigation"),
+    "Other": _l("Other"),
 }
 
 
@@ -129,7 +130,13 @@ def role_label(role: str | None) -> str:
     return _label(ROLE_LABELS, role)
 
 
+OTHER_STORED = "Other"  # a reveal's purpose said in words is stored as "Other: <the words>", whatever the language
+
+
 def purpose_label(purpose: str | None) -> str:
+    if purpose and purpose.startswith(f"{OTHER_STORED}: "):
+        other = _("Other")
+        return f"{other}: {purpose.removeprefix(f'{OTHER_STORED}: ')}"
     return _label(PURPOSE_LABELS, purpose)
 
 

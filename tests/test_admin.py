@@ -92,6 +92,9 @@ def test_adding_a_user_explains_what_is_wrong(app, admin, changes, message):
     assert answer.status_code == 400
     assert message in answer.text
     assert 'value="kari"' in answer.text or changes.get("username")
+    if "too easy to guess" in message:  # under Username it was, with the focus there (found by a new user)
+        assert re.search(r'data-field-error="password">[^<]*too easy to guess', answer.text)
+        assert 'id="username-error"' not in answer.text
 
 
 def test_both_password_fields_cut_a_pasted_password_alike(admin):
@@ -106,11 +109,15 @@ def test_roles_change_and_accounts_are_disabled_and_enabled(app, admin):
     kari = account(app, "kari")
     assert change(admin, kari.id, role="viewer", save_role="Save role").status_code == 302
     assert account(app, "kari").role == "viewer"
+    assert "kari now has the role viewer." in admin.get("/admin/users").text
     change(admin, kari.id, role="viewer", toggle="Disable")
     assert account(app, "kari").disabled is True
+    said = "kari is disabled: they cannot sign in, and their sessions have ended."
+    assert said in admin.get("/admin/users").text, "not only 'kari is saved' (found by a new user)"
     assert sign_in(app.test_client(), "kari").status_code == 200
     change(admin, kari.id, role="viewer", toggle="Enable")
     assert account(app, "kari").disabled is False
+    assert "kari is enabled again and can sign in." in admin.get("/admin/users").text
 
 
 def test_the_last_admin_stays_an_admin_and_nobody_disables_themselves(app, admin):

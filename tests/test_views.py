@@ -306,6 +306,23 @@ def test_another_purpose_needs_words_and_the_reload_window_ends(app, signed_in, 
     assert "Other: ticket about 151086•••••" in purposes and not any("15108695088" in (p or "") for p in purposes)
 
 
+def test_another_purpose_is_stored_in_one_language_and_shown_in_the_reader_s(app, signed_in, sandbox):
+    """Stored as "Annat: Ärende 123" by a Swedish-speaking operator, "Annet: …" by a Norwegian one: the audit log
+    and its export mixed languages (found by a new user)."""
+    flow_id = sandbox.create()["flowId"]
+    operator = signed_in("operator")
+    operator.post("/language", data={"language": "sv"})
+    stated = {"purpose": "other", "detail": "Ärende 123"}
+    assert operator.post(f"/flows/{flow_id}/reveal", data=stated).status_code == 302
+    with app.app_context():
+        [entry] = db.session.query(AuditEntry).filter_by(action="reveal_national_id").all()
+    assert entry.purpose == "Other: Ärende 123"
+    admin = signed_in("admin")
+    assert "Purpose: Other: Ärende 123" in admin.get("/admin/audit").text
+    admin.post("/language", data={"language": "nb"})
+    assert "Annet: Ärende 123" in admin.get("/admin/audit").text
+
+
 def test_unknown_flow_is_a_404_page(signed_in):
     client = signed_in("viewer")
     page = client.get("/flows/00000000-0000-4000-8000-000000000000")

@@ -38,7 +38,7 @@ from ..forms import (
     SubjectRequestForm,
     UserChangeForm,
 )
-from ..labels import record_kind_label
+from ..labels import record_kind_label, role_label
 from ..masking import mask_flow_id, mask_national_id
 from ..models import RejectedDelivery, utc_now
 from ..notify import notifier, review
@@ -91,7 +91,8 @@ def create_user():
         try:
             create_account(form.username.data.strip(), form.role.data, form.password.data, actor=current_user.username)
         except AccountError as error:
-            form.username.errors = [*form.username.errors, str(error)]
+            field = getattr(form, error.field, form.username)  # the field it is about takes the error and the focus
+            field.errors = [*field.errors, str(error)]
         else:
             flash(_("%(name)s can now sign in.", name=form.username.data.strip()), "success")
             return redirect(url_for("admin.users"))
@@ -116,8 +117,17 @@ def change_user(user_id: int):
     except AccountError as error:
         flash(str(error), "danger")
     else:
-        flash(_("%(name)s is saved.", name=user.username), "success")
+        flash(_account_changed(user, toggled=form.toggle.data), "success")
     return redirect(url_for("admin.users"))
+
+
+def _account_changed(user, toggled: bool) -> str:
+    """What the change did, in words: "tom is saved" said nothing of a disabled account's ended sessions."""
+    if toggled and user.disabled:
+        return _("%(name)s is disabled: they cannot sign in, and their sessions have ended.", name=user.username)
+    if toggled:
+        return _("%(name)s is enabled again and can sign in.", name=user.username)
+    return _("%(name)s now has the role %(role)s.", name=user.username, role=role_label(user.role))
 
 
 @bp.post("/users/<int(max=2147483647):user_id>/sign-out")
