@@ -17,6 +17,7 @@ from .flowindex.keys import NationalId, read_national_id
 from .flowindex.search import FlowSearch, Position
 from .flowlinks import SEALED, from_url_form, sent_whole, url_form
 from .forms import FlowSearchForm
+from .i18n import as_sentence
 from .masking import mask_text
 
 # Parameters that ask for the index, with their values that do not (the live list's defaults).
@@ -116,7 +117,10 @@ def read_search(args) -> tuple[SearchQuery, list[str]]:
         form.q.data = url_form(form.q.data)
     for field in form:
         for error in field.errors:
-            problems.append(_("%(field)s: %(problem)s That value was left out.", field=field.label.text, problem=error))
+            problem = as_sentence(error)  # some catalogues end WTForms' words without a full stop
+            problems.append(
+                _("%(field)s: %(problem)s That value was left out.", field=field.label.text, problem=problem)
+            )
     raw = {field.name: field.raw_data[0].strip() for field in form if field.raw_data and not field.errors}
     after, before = Position.parse(raw.get("after")), Position.parse(raw.get("before"))
     if (raw.get("after") and not after) or (raw.get("before") and not before) or (after and before):

@@ -124,6 +124,13 @@ def _page_ngettext(context: Context, singular: str, plural: str, num: int, **var
     return text % variables
 
 
+def as_sentence(text: str) -> str:
+    """Words from elsewhere (a service, a form library's catalogue) as a sentence: "Not a valid choice" gets its
+    full stop where a language's catalogue leaves it out, before the next sentence follows."""
+    text = str(text).strip()
+    return text if text.endswith((".", "!", "?", "…")) else text + "."
+
+
 @lru_cache(maxsize=1024)
 def grouped(number: int, language: str) -> str:
     """`number` as `language` writes it (8,760; 8 760), kept once made: a page counts in a sentence or two."""

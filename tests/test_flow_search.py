@@ -508,6 +508,21 @@ def test_a_submitted_form_leaves_a_tidy_address(world, sent, tidy):
     assert world.get(tidy).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("language", "said"),
+    [
+        ("nb", "Samtykkestatus: Ikke et gyldig valg. "),
+        ("sv", "Samtyckesstatus: Inte ett giltigt val. "),
+        ("fi", "Virheellinen valinta. "),
+    ],
+)
+def test_a_refused_value_is_said_in_whole_sentences_in_every_language(empty_index, language, said):
+    """WTForms' Norwegian, Swedish and Finnish words end without a full stop: "Ikke et gyldig valg Den verdien ble
+    utelatt." (found by a new user)."""
+    empty_index.post("/language", data={"language": language})
+    assert said in empty_index.get("/flows?status=Bogus", follow_redirects=True).text
+
+
 def test_national_ids_are_masked_in_results(world):
     page = world.get("/flows?archived=all&limit=100")
     for number, *_ in PEOPLE:

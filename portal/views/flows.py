@@ -57,7 +57,7 @@ from ..flowindex.store import index_record
 from ..flowlinks import hidden_in_urls, left_untidy, url_form
 from ..flowsearch import DEFAULTS, SearchQuery, read_search, typed_whole, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, KeptCreateInput, LoginForm, RevealForm
-from ..i18n import grouped, request_words
+from ..i18n import as_sentence, grouped, request_words
 from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query, past_the_cursor, within_the_page_size
 from ..masking import mask_flow_id, mask_national_id
 from ..models import FlowRecord, utc_now
@@ -716,14 +716,8 @@ def _problem_in_words(error: FlowApiError) -> str:
     """Why the service refused, in a sentence: its own words, except where the portal knows what a refusal means
     (a rate limit: said in the reader's language, with when to send again beside it)."""
     if isinstance(error, RateLimited):
-        return _as_sentence(upstream_title(error))
-    return _as_sentence(error.reason) if error.reason else upstream_explained(error)
-
-
-def _as_sentence(text: str) -> str:
-    """The service's words as a sentence of the message: "Too many requests" → "Too many requests."."""
-    text = text.strip()
-    return text if text.endswith((".", "!", "?")) else text + "."
+        return as_sentence(upstream_title(error))
+    return as_sentence(error.reason) if error.reason else upstream_explained(error)
 
 
 def _surely_not_created(error: FlowApiError) -> bool:
