@@ -1,5 +1,7 @@
 """Bad input anywhere gets a clear answer, never a 500: every route with awkward values."""
 
+import re
+
 import pytest
 import requests
 from support import add_user
@@ -101,3 +103,18 @@ def test_no_sandbox_endpoint_answers_500(sandbox):
                     timeout=10,
                 )
                 assert answer.status_code < 500, (path, body, answer.status_code)
+
+
+TEXT_INPUT = re.compile(r'<input\b(?![^>]*\btype="(?:hidden|checkbox|radio|number|date|submit)")[^>]*>')
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/flows", "/flows?archived=all", "/flows/new", "/events", "/admin/users", "/admin/audit", "/admin/rejected"],
+)
+def test_every_text_field_holds_no_more_than_an_address_can_carry(signed_in, path):
+    """The events page's flow filter took 5,000 pasted characters, and its GET ended at gunicorn's bare "414 URI Too
+    Long" (found by a new user): every text field says how much it takes."""
+    page = signed_in("admin").get(path).text
+    unbounded = [tag for tag in TEXT_INPUT.findall(page) if "maxlength=" not in tag]
+    assert unbounded == []
