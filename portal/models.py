@@ -305,6 +305,8 @@ class FlowRecord(Model):
     gap_reason: Mapped[str | None] = mapped_column(String(255))
     unknown_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # the service answered 404 for this flow id
     actions: Mapped[str | None] = mapped_column(String(255))  # the retrieve response's actions, comma-separated
+    # The person's data was erased (admin, data subjects): the row stays without it, and no source brings it back.
+    erased_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
 class FlowIncident(Model):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from flask_babel import lazy_gettext as _l
-from sqlalchemy import ColumnElement, delete, or_, select
+from sqlalchemy import ColumnElement, delete, or_, select, update
 
 from .access_log import subject_key_of, subject_key_of_event
 from .audit import record_audit
@@ -34,11 +34,11 @@ from .models import (
 from .settings import SUBJECT_RECORD_KINDS as KINDS  # the kinds a legal hold may name
 
 EVENT_SCAN_BATCH = 500
-# The portal's erasure ends at its own records: the flows stay in the Flow Service, and a list or sync that shows
-# them again puts them back in the index.
+# The portal's erasure ends at its own records: the flows stay in the Flow Service, whose pages show the person.
 SERVICE_KEEPS_FLOWS = _l(
-    "The Flow Service keeps its own records of this person's flows: the portal shows them, and indexes them again, "
-    "for as long as the service lists them. Erasing them there is a request to the service's operator."
+    "The Flow Service keeps its own records of this person's flows: the portal shows them from the service for as "
+    "long as it lists them, but does not index them under the person again. Erasing them there is a request to the "
+    "service's operator."
 )
 
 
@@ -116,6 +116,8 @@ def erase(found: SubjectRecords, held: tuple[str, ...], actor: str) -> dict[str,
             continue
         if model is FlowRecord:
             mark_flows(FlowRecord.id.in_([row.id for row in rows]))  # their insight rollups are summed again
+            removed[kind] = _erase_person_from_flows([row.id for row in rows])
+            continue
         if model is Notification:  # SQLite keeps foreign keys unenforced: no cascade to rely on
             db.session.execute(
                 delete(NotificationAttempt).where(NotificationAttempt.notification_id.in_([row.id for row in rows]))
@@ -125,6 +127,17 @@ def erase(found: SubjectRecords, held: tuple[str, ...], actor: str) -> dict[str,
     record_audit(actor, "subject_erase", f"subject {found.subject_key[:12]}: {summary}", commit=False)
     db.session.commit()
     return removed
+
+
+# The index columns that say who a flow is for.
+PERSON_COLUMNS = ("national_id_hash", "national_id_masked", "birth_date", "last_name", "last_name_key")
+
+
+def _erase_person_from_flows(row_ids: list[int]) -> int:
+    """The flows stay in the index without the person, marked erased: deleted, the next list or page of the flow
+    indexed them again with the person, and with its events erased it read as a flow whose webhooks never came."""
+    erased = update(FlowRecord).where(FlowRecord.id.in_(row_ids))
+    return changed_rows(erased.values({**dict.fromkeys(PERSON_COLUMNS), "erased_at": utc_now()}))
 
 
 def _events_of(subject_key: str, flow_ids: list[str]) -> list[WebhookEvent]:

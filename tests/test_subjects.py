@@ -1,5 +1,6 @@
 """Subject requests: one person's stored records exported as one document, or erased, nobody else's touched."""
 
+import dataclasses
 import html
 import json
 import uuid
@@ -106,6 +107,27 @@ def test_erasure_leaves_none_of_the_persons_records_and_keeps_the_held_kind(app,
         assert [row.flow_id for row in db.session.query(FlowIncident)] == [two_people[OTHER]]
         assert [row.flow_id for row in db.session.query(Notification)] == [two_people[OTHER]]
         assert db.session.query(NotificationAttempt).count() == 1, "the erased notice's attempts went with it"
+
+
+def test_an_erased_person_stays_erased_when_their_flow_is_seen_again_and_no_webhook_seems_lost(
+    app, signed_in, two_people
+):
+    """The flow's index row went with the person: the next list or look at the flow indexed the person again, and
+    with its events erased the flow read as one whose webhooks never came (found by a new user)."""
+    assert run(app, "erase", PERSON, "--yes").exit_code == 0
+    settings = app.extensions["portal.settings"]
+    app.extensions["portal.settings"] = dataclasses.replace(settings, gap_grace_seconds=0)  # a gap is one at once
+    operator = signed_in("operator")
+    operator.get("/flows?limit=100")
+    page = operator.get(f"/flows/{two_people[PERSON]}")
+    assert page.status_code == 200, "the service still has the flow, and shows it"
+    app.extensions["flow_index"].flush()
+    assert json.loads(run(app, "export", PERSON).output)["counts"]["flows"] == 0, "not indexed with them again"
+    with app.app_context():
+        row = db.session.query(FlowRecord).filter_by(flow_id=two_people[PERSON]).one()
+        assert (row.national_id_hash, row.last_name, row.birth_date) == (None, None, None)
+        assert row.erased_at is not None and row.gap_at is None
+    assert two_people[PERSON] not in signed_in("admin").get("/admin/gaps").text
 
 
 def test_erasure_asks_first_and_a_bad_id_is_a_clear_error(app, two_people):

@@ -317,6 +317,8 @@ def _merge_identity(record: Record, observation: Observation, index_key: bytes) 
         # The list's word stays: a detail page says where its answer disagrees with it (at every view), and an
         # event that spells the reference otherwise does not make the list seem to say so.
         fields = tuple(name for name in IDENTITY_FIELDS if getattr(record, name) is None)
+    if record.erased_at is not None:  # the person was erased here: no source brings them back
+        fields = tuple(name for name in fields if name != "last_name")
     changed = _take_known(record, observation, fields)
     if observation.last_name and record.last_name == observation.last_name:
         record.last_name_key = name_key(observation.last_name)
@@ -328,8 +330,8 @@ def _merge_identity(record: Record, observation: Observation, index_key: bytes) 
 
 
 def _merge_national_id(record: Record, observation: Observation, index_key: bytes) -> bool:
-    if record.national_id_hash:
-        return False  # a flow's national id never changes: read and hash it once
+    if record.national_id_hash or record.erased_at is not None:
+        return False  # a flow's national id never changes: read and hash it once (and never again once erased)
     number = read_national_id(observation.national_id, observation.country or record.country)
     if number is None:
         return False
