@@ -265,10 +265,16 @@ def _bound_milestones(record: Record, updated_at: datetime) -> None:
     already knows (opened, or decided: never undone) had come about by then."""
     if record.created_at and updated_at < record.created_at:
         return  # a time before the flow's creation is no time the flow changed
-    if record.consent_status in OPENED_OR_PAST and record.opened_at and updated_at < record.opened_at:
+    if record.consent_status in OPENED_OR_PAST and _bounded_by(record.opened_at, updated_at, record.heard_at):
         record.opened_at = updated_at
-    if record.consent_status in DECIDED and record.decided_at and updated_at < record.decided_at:
+    if record.consent_status in DECIDED and _bounded_by(record.decided_at, updated_at, record.heard_at):
         record.decided_at = updated_at
+
+
+def _bounded_by(milestone: datetime | None, updated_at: datetime, heard_at: datetime | None) -> bool:
+    """Whether `updated_at` moves the milestone back: it is earlier, and the milestone is a list's or an answer's
+    first sight of the status, not a webhook event's own time (those come no later than the last event heard)."""
+    return milestone is not None and updated_at < milestone and (heard_at is None or milestone > heard_at)
 
 
 def _merge_heard(record: Record, observation: Observation) -> None:
