@@ -154,6 +154,7 @@ class RejectedDelivery(Model):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now, index=True)
     reason: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str | None] = mapped_column(String(40))  # the reason's kind, as tallied (none before 0018)
     source_ip: Mapped[str | None] = mapped_column(String(64), index=True)
     network: Mapped[str | None] = mapped_column(String(64), index=True)  # IPv4 /24, IPv6 /64 of source_ip
     # From an address that has delivered verified events: the service itself. Such samples (a secret

@@ -2,6 +2,7 @@
 
 import logging
 import re
+import time
 
 import pytest
 from support import PASSWORD, add_user, sign_in
@@ -202,3 +203,20 @@ def test_user_forms_need_csrf(make_app):
     assert account(app, "kari") is None
     assert sign_out_everywhere(client, account(app, "boss").id).status_code == 400
     assert account_changes(app) == []
+
+
+def test_the_refused_deliveries_page_filters_counts_and_samples_alike(signed_in):
+    """The reason filter narrowed the counts but not the samples, and the diagnosis filter the samples but not the
+    counts (found by a new user)."""
+    admin = signed_in("admin")
+    json_type = {"content-type": "application/json"}
+    for _ in range(2):
+        admin.post("/webhooks/flow", data=b"{}", headers=json_type)  # no signature headers
+        signed = {"webhook-id": "msg_1", "webhook-timestamp": str(int(time.time())), "webhook-signature": "v1,AAAA"}
+        admin.post("/webhooks/flow", data=b"{}", headers=json_type | signed)
+    page = admin.get("/admin/rejected?kind=missing_header").text
+    samples = page.split('data-testid="rejection-tallies"', 1)[1]
+    assert "missing_header" in samples and "malformed_signature" not in samples.split("</table>", 1)[1]
+    by_diagnosis = admin.get("/admin/rejected?diagnosis=missing_header").text
+    assert 'data-testid="rejection-tallies"' not in by_diagnosis
+    assert 'data-testid="counts-not-by-diagnosis"' in by_diagnosis

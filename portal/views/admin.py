@@ -345,7 +345,7 @@ def rejected():
         name: value for name, value in (("kind", kind), ("source", source), ("diagnosis", why)) if value
     }
     before = before_argument(request.args.get("before"))
-    page = newest_first(rejected_samples(network, why), RejectedDelivery, before, PAGE_SIZE)
+    page = newest_first(rejected_samples(network, why, kind), RejectedDelivery, before, PAGE_SIZE)
     return render_template(
         "admin/rejected.html",
         form=form,
@@ -353,7 +353,8 @@ def rejected():
         diagnoses=diagnosis_summary(),
         diagnosis_titles=DIAGNOSIS_TITLES,
         kind_titles=KIND_TITLES,
-        tallies=rejection_tallies(kind, network, TALLY_ROWS),
+        tallies=[] if why else rejection_tallies(kind, network, TALLY_ROWS),  # counts are not kept per diagnosis
+        diagnosis_chosen=why,
         tally_rows=TALLY_ROWS,
         page=page,
         headers={row.id: json.loads(row.signature_headers or "{}") for row in page.rows},

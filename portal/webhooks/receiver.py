@@ -77,7 +77,7 @@ def _reject(status: int, public: str, kind: str, reason: str, body_head: bytes =
         return response
     headers = signature_headers(request.headers, settings.webhook_scheme, settings.webhook_header)
     diagnosis = _diagnosis(settings, kind, body_head)
-    record_rejection(reason, address, network, headers, body_head, settings.rejected_keep, diagnosis)
+    record_rejection(reason, address, network, headers, body_head, settings.rejected_keep, diagnosis, kind)
     _log_rejection(address, reason, diagnosis.code)
     return _answer(status, {"error": public})
 

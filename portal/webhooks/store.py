@@ -202,6 +202,7 @@ def record_rejection(
     body_head: bytes,
     keep: int,
     diagnosis: Diagnosis | None = None,
+    kind: str | None = None,
 ) -> None:
     """Keep a sample of the rejection for admins: the newest SAMPLES_PER_SOURCE per address, `keep` in all.
 
@@ -215,6 +216,7 @@ def record_rejection(
     db.session.add(
         RejectedDelivery(
             reason=clean_text(mask_text(reason), 255) or "unknown",
+            kind=kind[:40] if kind else None,
             source_ip=source,
             network=(network or "")[:64] or None,
             known_sender=known,
@@ -299,11 +301,15 @@ def rejection_tallies(kind: str | None, network: str | None, limit: int) -> list
     return list(db.session.scalars(query.limit(limit)))
 
 
-def rejected_samples(network: str | None, diagnosis: str | None = None) -> Select[RejectedDelivery]:
-    """The kept samples of refused deliveries, from one network and with one diagnosis when given."""
+def rejected_samples(
+    network: str | None, diagnosis: str | None = None, kind: str | None = None
+) -> Select[RejectedDelivery]:
+    """The kept samples of refused deliveries, from one network, with one diagnosis and of one kind when given."""
     query = select(RejectedDelivery)
     if diagnosis:
         query = query.where(RejectedDelivery.diagnosis == diagnosis)
+    if kind:
+        query = query.where(RejectedDelivery.kind == kind)
     return query.where(RejectedDelivery.network == network) if network else query
 
 
