@@ -249,6 +249,21 @@ def test_a_national_id_pasted_with_the_name_finds_the_person(world, pasted):
     assert answer.status_code == 302 and answer.headers["Location"] == alone, "the id decides; the name adds nothing"
 
 
+def test_a_national_id_search_a_filter_leaves_empty_is_audited_with_the_mask(world):
+    """Searched, then filtered to a tab holding none of the person's flows: the audit log said "national id ?"
+    (found by a new user)."""
+    hashed = read_national_id("15108695088").keyed_hash(KEY)
+    world.staff.get(f"/flows?archived=all&person={hashed}&status=Unopened&country=se", follow_redirects=True)
+    nobody = read_national_id("02029010075").keyed_hash(KEY)  # nobody in this index
+    world.staff.get(f"/flows?archived=all&person={nobody}", follow_redirects=True)
+    with world.app.app_context():
+        targets = [entry.target for entry in db.session.query(AuditEntry).filter_by(action="search_national_id")]
+    assert targets == [
+        f"national id 151086••••• hash:{hashed[:12]}",
+        f"national id (no flow indexed) hash:{nobody[:12]}",
+    ]
+
+
 def test_two_ids_or_none_among_words_are_searched_as_text(world):
     for typed in ("15108695088 24058600160", "Bjørnstad 151086"):
         answer = world.staff.get("/flows", query_string={"q": typed})

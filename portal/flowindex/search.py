@@ -302,3 +302,9 @@ def day_start(day: date) -> datetime:
     """Midnight starting `day` in PORTAL_TIMEZONE."""
     zone = ZoneInfo(current.settings().timezone)
     return datetime.combine(day, time(), tzinfo=zone).astimezone(timezone.utc)
+
+
+def indexed_mask(person: str) -> str | None:
+    """The masked national id of any indexed flow of this person (`person`: the id's keyed hash)."""
+    of_person = select(FlowRecord.national_id_masked).where(FlowRecord.national_id_hash == person)
+    return db.session.scalar(of_person.where(FlowRecord.national_id_masked.is_not(None)).limit(1))

@@ -41,6 +41,7 @@ from ..flowindex.search import (
     export_rows,
     flow_named,
     index_knows_reference,
+    indexed_mask,
     last_listed,
     references_ending_in,
     search_page,
@@ -265,8 +266,11 @@ def _audit_person_search(query: SearchQuery, rows) -> str | None:
     """Write a search by national id to the audit log (its masked form and hash, never the id); the mask."""
     if not query.search.person:
         return None
-    masked = next((mask_national_id(row.national_id_masked) for row in rows if row.national_id_masked), None)
-    target = f"national id {masked or '?'} hash:{query.search.person[:12]}"
+    masked = next((row.national_id_masked for row in rows if row.national_id_masked), None)
+    masked = masked or indexed_mask(query.search.person)  # a filter may leave none of the person's flows here
+    target = (
+        f"national id {mask_national_id(masked) if masked else '(no flow indexed)'} hash:{query.search.person[:12]}"
+    )
     record_audit(current_user.username, "search_national_id", target)
     record_access(query.search.person, SEARCH, "flow search")
     return masked
