@@ -4,7 +4,6 @@ import ipaddress
 import unicodedata
 from datetime import date
 
-from flask import flash
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
@@ -157,10 +156,13 @@ class CreateFlowForm(FlaskForm):
     submission = HiddenField(
         validators=[DataRequired(_l("The form is incomplete: reload the page.")), Length(max=64), printable]
     )
+    # Asked for in a test environment when the number is not a synthetic one: nothing is sent before it is ticked.
+    real_person = BooleanField(_l("The person agreed to take part with their real number"))
     submit = SubmitField(_l("Create flow"))
 
     def __init__(self, countries: list[str], **kwargs):
         super().__init__(**kwargs)
+        self.asks_real_person = False
         self.country.choices = [SelectChoice(code, COUNTRY_NAMES[code]) for code in countries]
         self.country.description = " · ".join(f"{COUNTRY_NAMES[code]}: {NUMBERS[code][2]}" for code in countries)
         self.production = current.settings().environment == "production"
@@ -199,13 +201,13 @@ class CreateFlowForm(FlaskForm):
             raise ValidationError(
                 _("This is a synthetic test identity; the production service needs a real person's number.")
             )
-        if not self.production and not synthetic:
-            flash(
+        if not self.production and not synthetic and not self.real_person.data:
+            self.asks_real_person = True
+            raise ValidationError(
                 _(
-                    "The national id looks like a real person's number. This is a test environment: "
-                    "use a synthetic test identity (listed on the create form) unless the person agreed to take part."
-                ),
-                "warning",
+                    "The national id looks like a real person's number, and this is a test environment: use a "
+                    "synthetic test identity (listed below), or tick the box below if the person agreed to take part."
+                )
             )
 
 

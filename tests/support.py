@@ -425,6 +425,7 @@ def form_data(client, **changes) -> dict:
         "redirect_url": "https://lender.example/done",
         "webhook_url": "",
         "submission": submission_token(page),
+        "real_person": "y",  # a real-looking number in the test environment: the person agreed (the guardrail)
     } | changes
 
 

@@ -96,12 +96,17 @@ def test_a_synthetic_id_creates_a_flow_in_the_test_environment_without_a_warning
     assert sandbox.stats()["flows_created"] == 1
 
 
-def test_a_real_looking_id_in_the_test_environment_is_warned_about(signed_in, sandbox):
+def test_a_real_looking_id_in_the_test_environment_is_asked_about_before_anything_is_sent(signed_in, sandbox):
+    """The warning came after the flow was created, with the consent request already on its way to a real person
+    (found by a new user): now nothing is sent until the operator ticks that the person agreed."""
     client = signed_in("operator")
-    answer = create_form(client, national_id="15108695088")
-    assert answer.status_code == 302 and sandbox.stats()["flows_created"] == 1
-    page = client.get(answer.headers["Location"]).text
-    assert REAL_LOOKING_WARNING in page and 'class="alert alert-warning"' in page
+    asked = create_form(client, national_id="15108695088", real_person="")
+    assert asked.status_code == 200 and sandbox.stats()["flows_created"] == 0
+    assert REAL_LOOKING_WARNING in asked.text and 'data-testid="real-person"' in asked.text
+    assert 'name="real_person"' in asked.text and 'value="15108695088"' in asked.text, "the form, as typed"
+    agreed = create_form(client, national_id="15108695088", real_person="y")
+    assert agreed.status_code == 302 and sandbox.stats()["flows_created"] == 1
+    assert REAL_LOOKING_WARNING not in client.get(agreed.headers["Location"]).text
 
 
 def test_the_birth_date_read_is_shown_after_a_submit(signed_in, sandbox):

@@ -428,6 +428,7 @@ def test_every_log_line_of_a_gunicorn_session_is_json_without_secrets(gunicorn_p
     assert browser.get(url + "/flows", params={"q": NATIONAL_ID}, timeout=30).status_code == 200
     webhook_url = url + "/webhooks/flow"
     flow = {"country": "no", "national_id": NATIONAL_ID, "last_name": "Nordmann", "webhook_url": webhook_url}
+    flow["real_person"] = "y"  # a real-looking number in the test environment: agreed
     created = submit(browser, url + "/flows/new", redirect_url="https://lender.example/done", **flow)
     assert created.status_code == 302, created.text[:500]
     detail = browser.get(urljoin(url, created.headers["Location"]), timeout=30, headers={"X-Request-Id": "obs-run-1"})

@@ -16,6 +16,7 @@ TYPED = {
     "national_id": "15108695088",
     "last_name": "Nordmann-Åsen",
     "redirect_url": "https://a.example/",
+    "real_person": "y",
 }
 CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
 
