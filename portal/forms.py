@@ -25,7 +25,7 @@ from wtforms.validators import DataRequired, EqualTo, Length, Optional, Regexp, 
 from . import current
 from .accounts import MAX_PASSWORD, MIN_PASSWORD
 from .flowindex.observations import CONSENT_STATUSES, LIFECYCLES
-from .labels import OTHER_STORED, STATUS_LABELS, audit_action_label, purpose_label
+from .labels import OTHER_STORED, ROLE_LABELS, STATUS_LABELS, audit_action_label, purpose_label
 from .listing import PAGE_SIZES
 from .masking import mask_text
 from .models import ROLES
@@ -250,9 +250,10 @@ class NewUserForm(FlaskForm):
 
 
 class UserChangeForm(FlaskForm):
-    """One account's row: a new role, or disable/enable."""
+    """One account's row: a new role, or disable/enable. The role by its name alone: what each may do is said on the
+    new account's form, and a phone's table cell has room for a name only (found by a new user)."""
 
-    role = SelectField(_l("Role"), choices=ROLE_CHOICES)
+    role = SelectField(_l("Role"), choices=[SelectChoice(role, ROLE_LABELS[role]) for role in ROLES])
     save_role = SubmitField(_l("Save role"))
     toggle = SubmitField()
 

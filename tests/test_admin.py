@@ -220,3 +220,16 @@ def test_the_refused_deliveries_page_filters_counts_and_samples_alike(signed_in)
     by_diagnosis = admin.get("/admin/rejected?diagnosis=missing_header").text
     assert 'data-testid="rejection-tallies"' not in by_diagnosis
     assert 'data-testid="counts-not-by-diagnosis"' in by_diagnosis
+
+
+def test_a_phone_reads_each_account_s_role_and_each_audit_entry_s_target(app, admin):
+    """At 390 px the role selector cut "operator (reads and creates flows)" to "operat", and the audit log showed
+    no target at all (found by a new user): the table's selector names roles alone (the new account's form says
+    what each may do), and the target stands under its action where its own column is hidden."""
+    new_user(admin)
+    users = admin.get("/admin/users").text
+    table = users.split('class="table', 1)[1].split("</table>", 1)[0]
+    assert ">operator (reads and creates flows)<" not in table and ">operator<" in table
+    assert ">operator (reads and creates flows)<" in users.split("</table>", 1)[1], "the new account's form says it"
+    audit = admin.get("/admin/audit").text
+    assert re.search(r'data-testid="target-on-phone"><code class="small">kari', audit)
