@@ -301,6 +301,19 @@ def test_a_decision_the_list_shows_is_dated_by_the_flow_s_last_change_not_by_whe
     assert f"Consent status Accepted by {when}" in page.text
 
 
+def test_an_event_redelivered_under_a_new_delivery_id_shows_once_on_the_timeline(staff, alt):
+    """A sender that redelivers an event as a new message (a new webhook-id, the same body) put it on the flow's
+    timeline twice (found by a stand-in service); both deliveries stay stored."""
+    flow = alt.by_number(42)
+    event = {"id": str(uuid.uuid4()), "type": "flow.status_changed", "timestamp": datetime.now(UTC).isoformat()}
+    event["data"] = {"flowId": flow.id, "status": "Opened"}
+    for _ in range(2):
+        assert deliver_signed(staff.application, event).status_code < 300
+    page = get(staff, f"/flows/{flow.id}")
+    timeline = re.search(r'data-testid="timeline">(.*?)</ol>', page.text, re.DOTALL)[1]
+    assert timeline.count("<li") == 1 and "received 2 times" in timeline
+
+
 def test_a_national_id_on_the_flow_object_is_read_like_one_under_data(staff, alt):
     alt.set(detail="id_on_flow")
     flow = alt.by_number(42)

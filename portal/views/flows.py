@@ -76,7 +76,7 @@ from ..submissions import (
     settle_submission,
 )
 from ..throttle import NATIONAL_ID_SEARCHES_PER_USER, PERSON_SEARCHED_LATELY, ThrottleUnavailable, throttle
-from ..webhooks.store import event_document, events_for_flow, left_out_by_reference
+from ..webhooks.store import event_document, events_for_flow, left_out_by_reference, without_repeats
 from .sign_in import safe_next
 
 bp = Blueprint("flows", __name__, url_prefix="/flows")
@@ -365,7 +365,8 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         record_access(person, FLOW_DETAIL, flow.flow_id)
     elif purpose := purpose_to_log(flow.flow_id):  # a reveal once, not at each reload of it
         record_access(person, REVEAL, flow.flow_id, purpose=purpose)
-    events, record = events_for_flow(flow.flow_id, flow.reference_id), index_record(flow.flow_id)
+    events, received = without_repeats(events_for_flow(flow.flow_id, flow.reference_id))
+    record = index_record(flow.flow_id)
     status = status_of_detail(flow, record, events)
     return render_template(
         "flows/detail.html",
@@ -378,6 +379,7 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         revealed=revealed,
         consent_url=_sandbox_consent_url(flow) if status.awaiting_consent else None,
         events=events,
+        received=received,
         lifecycles={event.id: lifecycle_told(event_document(event)) for event in events},
         left_out=left_out_by_reference(flow.flow_id, flow.reference_id),
         reveal_form=reveal_form or RevealForm(settings().reveal_purposes, formdata=None),

@@ -351,6 +351,20 @@ def events_for_flow(flow_id: str, reference_id: str | None) -> list[WebhookEvent
     return list(db.session.scalars(select(WebhookEvent).where(match).order_by(*ordered).limit(500)))
 
 
+def without_repeats(events: list[WebhookEvent]) -> tuple[list[WebhookEvent], dict[int, int]]:
+    """A timeline's events with a body received again under another delivery id (a sender that redelivers as a new
+    message) shown once, at its first arrival; and how many times each shown event was received."""
+    shown: list[WebhookEvent] = []
+    received: dict[int, int] = {}
+    first_of: dict[str, int] = {}
+    for event in events:
+        first = first_of.setdefault(event.body, event.id)
+        if first == event.id:
+            shown.append(event)
+        received[first] = received.get(first, 0) + 1
+    return shown, received
+
+
 def reference_is_only(flow_id: str, reference_id: str) -> bool:
     """No other flow has `reference_id`: none in the index, none named by an event that carries it."""
     other_flow = select(FlowRecord.id).where(FlowRecord.reference_id == reference_id, FlowRecord.flow_id != flow_id)
