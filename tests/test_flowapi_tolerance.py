@@ -503,3 +503,13 @@ def test_retry_after_as_an_http_date():
         == 30
     )
     assert retry_after_seconds("Sun, 22 Nov 2026 12:00:30", now=0) is None, "a date without a zone is unreadable"
+
+
+def test_a_national_id_sent_as_a_number_stands_fully_masked_not_as_none():
+    """It showed as "—", as if the service had sent none (found by a stand-in service); its digits may have lost a
+    leading zero, so they are not shown either."""
+    page = FlowPage.from_json({"data": [{"id": "f-1", "nationalId": 1010150087}], "has_more": False})
+    assert page.items[0].national_id == "•" * 11
+    detail = FlowDetail.from_json({"flow": {"flowId": "f-1", "data": {"nationalId": 1010150087}}})
+    assert detail.data.national_id == "•" * 11
+    assert FlowDetail.from_json({"flow": {"flowId": "f-1", "data": {"nationalId": True}}}).data.national_id is None

@@ -14,6 +14,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from ..masking import MASK, NUMBER_MASK_LENGTH
 from .errors import UpstreamProtocolError
 
 MAX_TEXT = 1000
@@ -34,6 +35,16 @@ NEXT_TOKENS = {
 }
 MAX_POSITION_PARAMS = 4
 LIST_KEYS = ("data", "items", "flows", "results")  # the spec's `data` first
+
+
+def _national_id(source: dict[str, Any]) -> str | None:
+    """`nationalId` as text. Sent as a JSON number it may have lost a leading zero (a Norwegian id born on the 1st to
+    9th): its digits would mask to another birth date, or read as a Swedish id, so it stands fully masked, as a value
+    the service did send (shown "—", it read as none)."""
+    value = source.get("nationalId")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return MASK * NUMBER_MASK_LENGTH
+    return _text(source, "nationalId")
 
 
 def _text(source: dict[str, Any], name: str) -> str | None:
@@ -183,7 +194,7 @@ class FlowSummary:
         flow_id = _identifier(item, "id", "flowId")
         return cls(
             id=flow_id if flow_id and FLOW_ID.fullmatch(flow_id) else None,
-            national_id=_text(item, "nationalId"),
+            national_id=_national_id(item),
             status=known_spelling(_text(item, "status"), CONSENT_STATUSES),
             reference_id=_identifier(item, "referenceId"),
             created_at=parse_timestamp(item.get("createdAt")),
@@ -334,7 +345,7 @@ class FlowData:
     def from_json(cls, data: dict[str, Any], flow: dict[str, Any] | None = None) -> "FlowData":
         """`data` (§2.6); the national id also from the flow object itself, where the flow model (§2.1) has it."""
         return cls(
-            national_id=_text(data, "nationalId") or _text(flow or {}, "nationalId"),
+            national_id=_national_id(data) or _national_id(flow or {}),
             last_name=_text(data, "lastName"),
             redirect_url=_text(data, "redirectUrl"),
             webhook_url=_text(data, "webhookUrl"),
