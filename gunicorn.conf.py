@@ -100,6 +100,23 @@ def on_starting(server):
     check_settings()
 
 
+def when_ready(server):
+    """Say so when listening beyond this host with no proxy declared in front: gunicorn reads each request on the
+    thread that serves it, so clients sending a byte at a time can hold every thread (README: Slow clients)."""
+    exposed = [address for address in server.cfg.bind if not _on_this_host_only(address)]
+    if exposed and os.environ.get("PORTAL_TRUSTED_PROXIES", "").strip() in ("", "0"):
+        server.log.warning(
+            "gunicorn.conf.py: listening on %s with no proxy in front (PORTAL_TRUSTED_PROXIES=0): clients that send "
+            "slowly can hold every worker thread; put a buffering proxy in front (README: Slow clients)",
+            ", ".join(exposed),
+        )
+
+
+def _on_this_host_only(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]") if ":" in address else address
+    return address.startswith(("unix:", "fd://")) or host in ("localhost", "::1") or host.startswith("127.")
+
+
 def pre_fork(server, worker):
     """Tell the app how many workers share it: in production more than one requires Redis (PORTAL_WORKERS)."""
     os.environ["PORTAL_WORKERS"] = str(server.num_workers)  # the final count, after any --workers on the command line

@@ -29,7 +29,14 @@ from support import portal_config, production_settings
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "gunicorn.conf.py"
 # The environment gunicorn.conf.py reads, and gunicorn's own (GUNICORN_CMD_ARGS would override the file).
-SERVING_VARIABLES = ("WEB_CONCURRENCY", "PORTAL_THREADS", "PORTAL_BIND", "FORWARDED_ALLOW_IPS", "GUNICORN_CMD_ARGS")
+SERVING_VARIABLES = (
+    "WEB_CONCURRENCY",
+    "PORTAL_THREADS",
+    "PORTAL_BIND",
+    "PORTAL_TRUSTED_PROXIES",
+    "FORWARDED_ALLOW_IPS",
+    "GUNICORN_CMD_ARGS",
+)
 # What the image copies and runs from /app (the rest is left out by .dockerignore).
 IMAGE_FILES = ("portal", "templates", "static", "wsgi.py", "gunicorn.conf.py", "pyproject.toml", "README.md")
 
@@ -120,6 +127,26 @@ def test_the_workers_are_told_their_final_count(read_config, monkeypatch):
     config = read_config(WEB_CONCURRENCY="2")
     config.pre_fork(SimpleNamespace(num_workers=3), None)  # e.g. --workers 3 on the command line
     assert os.environ["PORTAL_WORKERS"] == "3"
+
+
+@pytest.mark.parametrize(
+    ("bind", "proxies", "warned"),
+    [
+        ("0.0.0.0:8000", None, True),
+        ("[::]:8000", "0", True),
+        ("0.0.0.0:8000", "1", False),
+        ("127.0.0.1:8000", None, False),
+        ("[::1]:8000", None, False),
+        ("unix:/run/portal.sock", None, False),
+    ],
+)
+def test_listening_beyond_this_host_with_no_proxy_declared_is_warned_of(read_config, bind, proxies, warned):
+    """Slow clients hold every thread of a gunicorn no proxy buffers for (found by an attack on the demo's image)."""
+    config = read_config(PORTAL_BIND=bind, **({"PORTAL_TRUSTED_PROXIES": proxies} if proxies else {}))
+    said = []
+    config.when_ready(SimpleNamespace(cfg=config, log=SimpleNamespace(warning=lambda *args: said.append(args))))
+    assert bool(said) is warned
+    assert not said or "put a buffering proxy in front" in said[0][0]
 
 
 def test_a_worker_keeps_what_it_built_at_start_out_of_full_collections(read_config):
