@@ -71,6 +71,7 @@ class KeptCreateInput(Form):
     last_name = HiddenField(filters=[lambda value: (value or "")[:100]])
     redirect_url = HiddenField(filters=[lambda value: (value or "")[:2048]])
     webhook_url = HiddenField(filters=[lambda value: (value or "")[:2048]])
+    real_person = HiddenField(filters=[lambda value: "y" if value in ("y", "on", "true", "1") else ""])
 
     def holds_input(self) -> bool:
         return any(field.data for field in self)

@@ -70,15 +70,18 @@ def signed_in_with_csrf(client, username: str) -> None:
     assert answer.status_code == 302
 
 
-def sign_in_on(page: str, client, username: str, password: str = PASSWORD):
-    """Sign in on a sign-in page as a person would: every field of its form as it is, with the name and password."""
+def sign_in_on(page: str, client, username: str, password: str = PASSWORD, served_at: str = "/login"):
+    """Sign in on a sign-in page as a browser would: every field of its form as it is, with the name and password,
+    sent where the form says (its action, else the address the page was served at)."""
     form = page.split('<form method="post"', 1)[1].split("</form>", 1)[0]
+    action = re.match(r'\s+action="([^"]*)"', form)
     fields = {}
     for tag in re.findall(r"<input\b[^>]*>", form):
         name, value = re.search(r'name="([^"]+)"', tag), re.search(r'value="([^"]*)"', tag)
         if name:
             fields[name[1]] = html.unescape(value[1]) if value else ""
-    return client.post("/login", data=fields | {"username": username, "password": password})
+    target = html.unescape(action[1]) if action else served_at
+    return client.post(target, data=fields | {"username": username, "password": password})
 
 
 @pytest.mark.parametrize("ended_by", ["sign_out", "idle"])
@@ -101,11 +104,12 @@ def test_a_create_sent_after_the_session_ended_keeps_what_was_typed_through_the_
     app.extensions["portal.clock"] = clock
     assert answer.status_code == 401 and "what you typed is kept" in answer.text
     assert 'name="username"' in answer.text
-    mistyped = sign_in_on(answer.text, client, username, password="not it")
+    mistyped = sign_in_on(answer.text, client, username, password="not it", served_at="/flows/new")
     assert "Wrong username or password" in mistyped.text and 'value="15108695088"' in mistyped.text, "still kept"
-    again = sign_in_on(mistyped.text, client, username)
+    again = sign_in_on(mistyped.text, client, username, served_at="/login")
     assert again.status_code == 200 and "What you typed is kept: check it and select Create flow." in again.text
     keeps_what_was_typed(again.text)
+    assert re.search(r'<input checked[^>]*name="real_person"', again.text), "the person's agreement, ticked, kept"
     fields = {**TYPED, "submission": new_form_token_of(again.text), "csrf_token": CSRF.search(again.text)[1]}
     created = client.post("/flows/new", data=fields)
     assert created.status_code == 302 and "/flows/" in created.headers["Location"]

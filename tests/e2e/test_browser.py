@@ -7,7 +7,7 @@ import requests
 from axe_playwright_python.sync_playwright import Axe
 from browser_support import STAFF_PAGES, sign_in
 from playwright.sync_api import expect
-from support import deliver_signed
+from support import PASSWORD, deliver_signed
 
 
 def row_ids(page):
@@ -258,3 +258,25 @@ def test_every_page_is_accessible_in_every_language(page, stack, shot, language,
             console_errors[before:] = [line for line in console_errors[before:] if "status of 404" not in line]
     assert {name: found for name, found in problems.items() if found} == {}
     assert console_errors == []
+
+
+def test_a_new_flow_typed_while_signed_out_in_another_tab_comes_back_after_signing_in(page, stack):
+    """The kept form's sign-in page posted to /flows/new (no action) in a browser: not signed in, input gone (found
+    by a re-check; the HTTP test posted to /login directly)."""
+    sign_in(page, stack, "operator")
+    page.goto(f"{stack.url}/flows/new")
+    page.get_by_label("National id").fill("16822548834")
+    page.get_by_label("Last name").fill("Beholdt")
+    other = page.context.new_page()
+    other.goto(f"{stack.url}/flows")
+    other.get_by_role("button", name="Sign out").click()
+    other.close()
+    page.get_by_role("button", name="Create flow").click()
+    expect(page.locator(".alert-warning")).to_contain_text("what you typed is kept")
+    page.get_by_label("Username").fill("operator")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_label("National id")).to_have_value("16822548834")
+    expect(page.get_by_label("Last name")).to_have_value("Beholdt")
+    page.get_by_role("button", name="Create flow").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(re.compile(r"LA-\d+"))
