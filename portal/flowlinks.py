@@ -98,6 +98,11 @@ def url_form(text: str) -> str:
     return in_url(text, current.settings().secret_key)
 
 
+def sealed_anew(text: str) -> str:
+    """`text` sealed with a random nonce under this app's secret key: for an address anyone could have had made."""
+    return _sealed_once(text, current.settings().secret_key)
+
+
 def from_url_form(text: str) -> str | None:
     return from_url(text, current.settings().secret_key)
 

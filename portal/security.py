@@ -44,9 +44,9 @@ def followed_from_another_site() -> bool:
     return request.headers.get("Sec-Fetch-Site") in ("cross-site", "same-site")
 
 
-def asking_to_continue():
-    """A page that asks whether to go on to this address, instead of doing what it does."""
-    return render_template("continue.html", address=request.full_path.rstrip("?"))
+def asking_to_continue(address: str | None = None):
+    """A page that asks whether to go on to this address (or `address`), instead of doing what it does."""
+    return render_template("continue.html", address=address or request.full_path.rstrip("?"))
 
 
 def asked_here(view: Callable) -> Callable:

@@ -946,6 +946,27 @@ def test_searches_by_national_id_are_limited_per_staff_member(make_app, path):
     assert REFUSED_SEARCH not in answer.text, "a limit of one's own"
 
 
+def test_links_from_another_site_neither_use_up_nor_answer_someone_s_national_id_searches(make_app):
+    """Counted before the redirect to the hash (so no guess is answered unaudited), ten links from another site used
+    up a staff member's searches for the minute, with nothing shown or audited (found by a re-check); answered with
+    the hash's address, they would be a free oracle to anyone who sends that header themselves."""
+    app = make_app(WTF_CSRF_ENABLED=False, RATELIMIT_ENABLED=True)
+    victim = signed_in_as(app, "victim", role="operator")
+    born = datetime(1986, 5, 24)
+    guesses = [number for individual in range(100, 200) if (number := fodselsnummer(born, individual))][:12]
+    seals = set()
+    for number in guesses:
+        asked = victim.get(f"/flows?archived=all&q={number}", headers={"Sec-Fetch-Site": "cross-site"})
+        assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text
+        assert "person=" not in asked.text and person_key(app, number) not in asked.text
+        seals.add(re.search(r'<a class="btn btn-primary" href="([^"]+)">Continue</a>', asked.text)[1])
+    assert len(seals) == len(guesses), "another seal for every link"
+    own = victim.get(f"/flows?archived=all&q={guesses[0]}", follow_redirects=True)
+    assert REFUSED_SEARCH not in own.text, "the person's own searches are still theirs"
+    go_on = html.unescape(seals.pop())
+    assert "person=" in victim.get(go_on, headers={"Sec-Fetch-Site": "same-origin"}).headers["Location"]
+
+
 @pytest.mark.parametrize(
     ("role", "path", "action"),
     [

@@ -5,6 +5,7 @@ import math
 import secrets
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
@@ -55,7 +56,7 @@ from ..flowindex.status import (
     statuses_of_page,
 )
 from ..flowindex.store import index_record
-from ..flowlinks import hidden_in_urls, left_untidy, url_form
+from ..flowlinks import hidden_in_urls, left_untidy, sealed_anew, url_form
 from ..flowsearch import DEFAULTS, SearchQuery, read_search, typed_whole, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, KeptCreateInput, LoginForm, RevealForm
 from ..i18n import as_sentence, grouped, request_words
@@ -193,6 +194,9 @@ def _search():
     if problems:
         return _without_unusable_values(query, problems)
     if query.national_id:  # an address never keeps a national id: search by its keyed hash instead
+        if followed_from_another_site():  # neither counted nor answered before the person says to go on
+            sealed: dict[str, Any] = request.args.to_dict() | {"q": sealed_anew(query.args["q"])}  # another each time
+            return asking_to_continue(url_for("flows.index", **sealed))
         key = query.national_id.keyed_hash(settings().index_key)
         return _refused_person_search(key) or redirect(query.url(q=None, person=key))
     # Nor text that holds one; and the search box's empty fields are left out of the address.
