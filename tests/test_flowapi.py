@@ -24,6 +24,7 @@ from portal.flowapi import (
 from portal.flowapi.client import Clock as ClientClock
 from portal.flowapi.client import build_provider
 from portal.flowapi.records import FlowDetail, FlowPage, FlowSummary
+from portal.flowapi.transport import Transport
 from portal.settings import load_settings
 
 
@@ -458,3 +459,90 @@ def test_settings_without_what_the_auth_mode_needs_are_refused_by_name(client_ke
     with pytest.raises(ValueError) as raised:
         build_provider(replace(settings, **{field: None}))
     assert str(raised.value) == f"{setting} is required with this FLOW_AUTH_MODE"
+
+
+@pytest.fixture
+def tls_service_that_fails_after_the_request(tmp_path):
+    """An HTTPS service that takes the whole request, then ends the connection with a fatal TLS alert (what a TLS
+    terminator does when its backend dies mid-request): the request reached it; its answer never came."""
+    import datetime as dt
+    import ipaddress
+    import os
+    import socket
+    import ssl
+    import threading
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    context.maximum_version = ssl.TLSVersion.TLSv1_2  # a plaintext alert record is read as such in TLS 1.2
+    listener = socket.create_server(("127.0.0.1", 0))
+    received = []
+
+    def serve():
+        while True:
+            try:
+                raw, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                tls = context.wrap_socket(raw, server_side=True)
+            except ssl.SSLError:  # a client that refused the certificate
+                raw.close()
+                continue
+            with tls:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += tls.recv(65536)
+                received.append(data.split(b"\r\n", 1)[0])
+                os.write(tls.fileno(), b"\x15\x03\x03\x00\x02\x02\x50")  # alert: fatal, internal_error
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"https://127.0.0.1:{listener.getsockname()[1]}", str(cert_file), received
+    listener.close()
+
+
+def test_a_tls_failure_after_the_request_left_may_have_created_the_flow(tls_service_that_fails_after_the_request):
+    """It was 'tls', which a create takes for 'never sent, send it again' (found by a re-check)."""
+    url, certificate, received = tls_service_that_fails_after_the_request
+
+    class Token:
+        def token(self):
+            return "t"
+
+        def invalidate(self, token):
+            pass
+
+    transport = Transport(url, Token(), connect_timeout=2, read_timeout=2, retries=0, retry_budget=1)
+    transport.session.verify = certificate
+    with pytest.raises(UpstreamUnavailable) as raised:
+        transport.post("/api/flows", {"nationalId": "x"})
+    assert received == [b"POST /api/flows HTTP/1.1"], "the request reached the service"
+    assert raised.value.code == "connection_lost"
+    unverified = Transport(url, Token(), connect_timeout=2, read_timeout=2, retries=0, retry_budget=1)
+    with pytest.raises(UpstreamUnavailable) as refused:
+        unverified.post("/api/flows", {"nationalId": "x"})
+    assert refused.value.code == "tls" and len(received) == 1, "a certificate refused: surely never sent"

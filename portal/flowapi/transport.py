@@ -7,6 +7,7 @@ a time budget: `Retry` sleeps for whatever `Retry-After` says and knows nothing 
 import json
 import logging
 import os
+import ssl
 import time
 import uuid
 from collections.abc import Callable
@@ -198,7 +199,9 @@ class Transport:
         )
         try:  # preparing may refuse too (an unusable address): the same answer as the call would give
             response = self.session.send(request.prepare(), timeout=self.timeout, allow_redirects=False)
-        except requests.exceptions.SSLError:
+        except requests.exceptions.SSLError as failure:
+            if not _in_handshake(failure):  # the request was on its way: the service may have acted on it
+                return _retryable(_connection_failure(failure, request_id)), None
             return UpstreamUnavailable(
                 "The Flow Service's TLS certificate cannot be verified", code="tls", request_id=request_id
             ), None
@@ -248,6 +251,18 @@ def _connection_failure(failure: requests.RequestException, request_id: str) -> 
         code="connection_lost",
         request_id=request_id,
     )
+
+
+def _in_handshake(failure: requests.exceptions.SSLError) -> bool:
+    """A TLS failure that surely came before the request was sent: the certificate refused, or no TLS spoken at all.
+    urllib3 wraps every TLS error alike, one in the answer too (a terminator's alert once the backend died), so any
+    other is taken as one after the request left: the service may have acted on it."""
+    cause = failure.args[0] if failure.args else None
+    reason = getattr(cause, "reason", cause)
+    inner = reason.args[0] if isinstance(reason, Exception) and reason.args else reason
+    if isinstance(inner, (ssl.SSLCertVerificationError, ssl.CertificateError)):
+        return True
+    return getattr(inner, "reason", None) in ("WRONG_VERSION_NUMBER", "UNSUPPORTED_PROTOCOL", "RECORD_LAYER_FAILURE")
 
 
 def _never_left(failure: requests.RequestException) -> bool:
