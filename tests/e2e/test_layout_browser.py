@@ -223,6 +223,17 @@ def fits(region) -> bool:
     return region.evaluate("region => region.scrollWidth <= region.clientWidth")
 
 
+def test_the_accounts_table_keeps_to_a_phone_s_screen_in_every_language(page, stack, shot):
+    """Swedish and Finnish pushed the Sessions column off the screen, and the role selector had cut "operator" to
+    "operat" (both found by a new user and a re-check)."""
+    sign_in(page, stack, "admin")
+    wide = {}
+    for language in on_a_phone_in_every_language(page, f"{stack.url}/admin/users", shot, "users"):
+        if not fits(page.locator(".users-table").locator("xpath=..")):
+            wide[language] = page.locator(".users-table").evaluate("table => table.scrollWidth")
+    assert wide == {}
+
+
 def test_a_gap_s_refresh_button_stays_on_a_phone_in_every_language(page, stack, shot):
     """The gaps list keeps its Refresh button whole on a phone, in the language with the longest words too."""
     sign_in(page, stack, "admin")
