@@ -282,6 +282,8 @@ def test_an_event_naming_the_flow_s_uuid_in_capitals_is_the_flow_s_event(staff, 
     page = get(staff, f"/flows/{flow.id}")
     assert "No webhook events received for this flow yet" not in page.text
     assert 'data-testid="timeline"' in page.text
+    listed = get(staff, f"/events?flow={flow.id}")  # the flow page's "All events of this flow" (found by a re-check)
+    assert "events-table" in listed.text and "No events match these filters." not in listed.text
     with staff.application.app_context():
         rows = db.session.scalars(select(FlowRecord.flow_id).where(func.lower(FlowRecord.flow_id) == flow.id)).all()
     assert rows == [flow.id], "one flow in the index, under the list's spelling"

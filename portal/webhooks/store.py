@@ -457,8 +457,10 @@ def _matching(event_type: str | None, flow: str | None, unlinked: bool) -> Selec
     if event_type:
         query = query.where(WebhookEvent.event_type == event_type)
     if flow:
-        # A flow id exactly; a reference whatever its case (staff type what the customer reads out).
-        query = query.where(or_(WebhookEvent.flow_id == flow, WebhookEvent.reference_key == flow.lower()))
+        # A flow id exactly (a UUID in either letter case); a reference whatever its case (staff type what the
+        # customer reads out).
+        by_id = WebhookEvent.flow_id.in_(flow_id_spellings(flow))
+        query = query.where(or_(by_id, WebhookEvent.reference_key == flow.lower()))
     if unlinked:
         query = query.where(_unlinked())
     return query
