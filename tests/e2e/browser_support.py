@@ -31,3 +31,11 @@ def sign_in(page, stack, role="operator"):
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(f"{stack.url}/flows")
+
+
+def send_new_flow(page, stack, national_id: str, last_name: str) -> None:
+    """Open New flow, type the two fields a person types, and select Create flow."""
+    page.goto(f"{stack.url}/flows/new")
+    page.get_by_label("National id").fill(national_id)
+    page.get_by_label("Last name").fill(last_name)
+    page.get_by_role("button", name="Create flow").click()

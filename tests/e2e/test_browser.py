@@ -5,7 +5,7 @@ import re
 import pytest
 import requests
 from axe_playwright_python.sync_playwright import Axe
-from browser_support import STAFF_PAGES, sign_in
+from browser_support import STAFF_PAGES, send_new_flow, sign_in
 from playwright.sync_api import expect
 from support import PASSWORD, deliver_signed
 
@@ -115,10 +115,7 @@ def test_a_script_last_name_is_shown_as_text(page, stack):
     dialogs = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     sign_in(page, stack)
-    page.goto(f"{stack.url}/flows/new")
-    page.get_by_label("National id").fill("16822548834")
-    page.get_by_label("Last name").fill("<script>alert(1)</script>")
-    page.get_by_role("button", name="Create flow").click()
+    send_new_flow(page, stack, "16822548834", "<script>alert(1)</script>")
     expect(page.locator("dd", has_text="<script>alert(1)</script>")).to_be_visible()
     page.get_by_text("Technical details").click()
     assert dialogs == []
@@ -138,10 +135,7 @@ def test_double_click_creates_one_flow(page, stack):
 
 def test_consent_in_the_sandbox_shows_up_as_a_timeline(page, stack, shot):
     sign_in(page, stack)
-    page.goto(f"{stack.url}/flows/new")
-    page.get_by_label("National id").fill("16822548834")
-    page.get_by_label("Last name").fill("Tidslinje")
-    page.get_by_role("button", name="Create flow").click()
+    send_new_flow(page, stack, "16822548834", "Tidslinje")
     page.wait_for_url(re.compile(r"/flows/[0-9a-f-]{36}$"))
     flow_url = page.url
     with page.context.expect_page() as opened:
@@ -168,10 +162,7 @@ def test_consent_in_the_sandbox_shows_up_as_a_timeline(page, stack, shot):
 
 def test_find_a_flow_by_last_name_in_one_step(page, stack, shot, console_errors):
     sign_in(page, stack)
-    page.goto(f"{stack.url}/flows/new")
-    page.get_by_label("National id").fill("16822548834")
-    page.get_by_label("Last name").fill("Bjørnstad")
-    page.get_by_role("button", name="Create flow").click()
+    send_new_flow(page, stack, "16822548834", "Bjørnstad")
     heading = page.get_by_role("heading", level=1)
     expect(heading).to_have_text(re.compile(r"LA-\d+"))
     reference = heading.inner_text()

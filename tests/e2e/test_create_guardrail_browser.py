@@ -2,7 +2,7 @@
 
 import re
 
-from browser_support import sign_in
+from browser_support import send_new_flow, sign_in
 from playwright.sync_api import expect
 
 
@@ -37,10 +37,7 @@ def test_a_synthetic_id_is_filled_in_at_a_click_and_creates_a_flow(page, stack, 
 def test_a_real_looking_number_is_asked_about_before_anything_is_sent(page, stack, console_errors):
     """A real person's number in the test environment was warned about only once the flow was created."""
     sign_in(page, stack)
-    page.goto(f"{stack.url}/flows/new")
-    page.get_by_label("National id").fill("811218-9876")
-    page.get_by_label("Last name").fill("Verklig")
-    page.get_by_role("button", name="Create flow").click()
+    send_new_flow(page, stack, "811218-9876", "Verklig")
     expect(page.locator("[data-field-error=national_id]")).to_contain_text("looks like a real person")
     expect(page.get_by_label("National id")).to_be_focused()
     page.get_by_label("The person agreed to take part with their real number").check()

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 import requests
-from browser_support import STAFF_PAGES, sign_in
+from browser_support import STAFF_PAGES, send_new_flow, sign_in
 from playwright.sync_api import expect
 from sqlalchemy import select
 from support import add_user, deliver_signed
@@ -172,10 +172,7 @@ def test_norwegian_labels_wrap_between_words(page, stack, shot):
 def test_a_long_last_name_wraps_on_a_phone(page, stack):
     """The longest last name the form takes (100 letters, no space) wraps on the flow's page: no sideways scroll."""
     sign_in(page, stack, "admin")
-    page.goto(f"{stack.url}/flows/new")
-    page.get_by_label("National id").fill("16822548834")
-    page.get_by_label("Last name").fill("X" * 100)
-    page.get_by_role("button", name="Create flow").click()
+    send_new_flow(page, stack, "16822548834", "X" * 100)
     expect(page.get_by_test_id("last-name")).to_have_text("X" * 100)
     page.set_viewport_size(PHONE)
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
