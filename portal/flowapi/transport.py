@@ -200,7 +200,7 @@ class Transport:
         try:  # preparing may refuse too (an unusable address): the same answer as the call would give
             response = self.session.send(request.prepare(), timeout=self.timeout, allow_redirects=False)
         except requests.exceptions.SSLError as failure:
-            if not _in_handshake(failure):  # the request was on its way: the service may have acted on it
+            if not _surely_before_sending(failure, method):  # the request may have been on its way
                 return _retryable(_connection_failure(failure, request_id)), None
             return UpstreamUnavailable(
                 "The Flow Service's TLS certificate cannot be verified", code="tls", request_id=request_id
@@ -253,16 +253,18 @@ def _connection_failure(failure: requests.RequestException, request_id: str) -> 
     )
 
 
-def _in_handshake(failure: requests.exceptions.SSLError) -> bool:
-    """A TLS failure that surely came before the request was sent: the certificate refused, or no TLS spoken at all.
-    urllib3 wraps every TLS error alike, one in the answer too (a terminator's alert once the backend died), so any
-    other is taken as one after the request left: the service may have acted on it."""
+def _surely_before_sending(failure: requests.exceptions.SSLError, method: str) -> bool:
+    """A TLS failure that surely came before the request was sent. urllib3 wraps every TLS error alike, one in the
+    answer too (a terminator's alert, or plain HTTP, once the backend died), and OpenSSL's reason does not say which
+    side of the handshake it was on either: for a request that changes something, only a refused certificate (checked
+    in the handshake alone) is; for a read, no TLS spoken at all is too (the same read may simply be tried again)."""
     cause = failure.args[0] if failure.args else None
     reason = getattr(cause, "reason", cause)
     inner = reason.args[0] if isinstance(reason, Exception) and reason.args else reason
     if isinstance(inner, (ssl.SSLCertVerificationError, ssl.CertificateError)):
         return True
-    return getattr(inner, "reason", None) in ("WRONG_VERSION_NUMBER", "UNSUPPORTED_PROTOCOL", "RECORD_LAYER_FAILURE")
+    no_tls = getattr(inner, "reason", None) in ("WRONG_VERSION_NUMBER", "UNSUPPORTED_PROTOCOL", "RECORD_LAYER_FAILURE")
+    return no_tls and method == "GET"
 
 
 def _never_left(failure: requests.RequestException) -> bool:
