@@ -56,7 +56,7 @@ from ..flowindex.status import (
     statuses_of_page,
 )
 from ..flowindex.store import index_record
-from ..flowlinks import hidden_in_urls, left_untidy, sealed_anew, url_form
+from ..flowlinks import SEALED, hidden_in_urls, left_untidy, sealed_anew, url_form
 from ..flowsearch import DEFAULTS, SearchQuery, read_search, typed_whole, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, KeptCreateInput, LoginForm, RevealForm
 from ..i18n import as_sentence, grouped, request_words
@@ -191,14 +191,10 @@ def _index_instead(error: FlowApiError):
 def _search():
     """Flows found in the index: straight to a flow named exactly, else a filtered, counted keyset page."""
     query, problems = read_search(request.args)
+    if query.national_id:  # an address never keeps a national id: search by its keyed hash instead
+        return _by_national_id(query, problems)
     if problems:
         return _without_unusable_values(query, problems)
-    if query.national_id:  # an address never keeps a national id: search by its keyed hash instead
-        if followed_from_another_site():  # neither counted nor answered before the person says to go on
-            sealed: dict[str, Any] = request.args.to_dict() | {"q": sealed_anew(query.args["q"])}  # another each time
-            return asking_to_continue(url_for("flows.index", **sealed))
-        key = query.national_id.keyed_hash(settings().index_key)
-        return _refused_person_search(key) or redirect(query.url(q=None, person=key))
     # Nor text that holds one; and the search box's empty fields are left out of the address.
     if typed_whole(query, request.args.get("q", "")) or left_untidy(request.args, DEFAULTS):
         return redirect(query.url(**{name: query.args[name] for name in ("after", "before") if name in query.args}))
@@ -259,6 +255,24 @@ def _refused_person_search(person: str):
     return redirect(url_for("flows.index", archived="all"))
 
 
+def _by_national_id(query: SearchQuery, problems: list[str], export: bool = False):
+    """A search by a national id typed into the address: counted, then on to the id's keyed hash (the same for the
+    same id, so it is itself an answer to a guess). From another site, neither counted nor answered: first out of
+    the address, sealed with a random nonce (no seal to match a guess against), then "Continue?" there."""
+    national_id = query.national_id
+    assert national_id is not None  # the callers' test
+    if followed_from_another_site():
+        if not request.args.get("q", "").startswith(SEALED):
+            sealed: dict[str, Any] = request.args.to_dict() | {"q": sealed_anew(query.args["q"])}
+            return redirect(url_for(request.endpoint or "flows.index", **sealed))
+        return asking_to_continue()
+    for problem in problems:
+        flash(problem, "warning")
+    key = national_id.keyed_hash(settings().index_key)
+    searched = query.with_person(key).export_url() if export else query.url(q=None, person=key)
+    return _refused_person_search(key) or redirect(searched)
+
+
 def _without_unusable_values(query: SearchQuery, problems: list[str]):
     """Say which values could not be used, and show the search without them."""
     for problem in problems:
@@ -302,11 +316,10 @@ EXPORT_COLUMNS = (
 def export():
     """The searched and filtered flows as CSV, every page of them, streamed; each export is audited."""
     query, problems = read_search(request.args)
+    if query.national_id:  # typed into the address: out of it, as the list does
+        return _by_national_id(query, problems, export=True)
     if problems:
         return _without_unusable_values(query, problems)
-    if query.national_id:  # typed into the address: out of it, as the list does
-        key = query.national_id.keyed_hash(settings().index_key)
-        return _refused_person_search(key) or redirect(query.with_person(key).export_url())
     if typed_whole(query, request.args.get("q", "")):
         return redirect(query.export_url())
     if query.search.person and (refused := _refused_person_search(query.search.person)):  # as a search does
