@@ -72,9 +72,14 @@ class KeptCreateInput(Form):
     redirect_url = HiddenField(filters=[lambda value: (value or "")[:2048]])
     webhook_url = HiddenField(filters=[lambda value: (value or "")[:2048]])
     real_person = HiddenField(filters=[lambda value: "y" if value in ("y", "on", "true", "1") else ""])
+    typed_by = HiddenField(filters=[lambda value: (value or "")[:64]])  # staff_sessions.typist_mark: whose it is
 
     def holds_input(self) -> bool:
-        return any(field.data for field in self)
+        return any(field.data for field in self if field is not self.typed_by)
+
+    def typed(self) -> dict[str, str]:
+        """The values typed, by the create form's field names."""
+        return {field.short_name: field.data for field in self if field is not self.typed_by and field.data}
 
 
 class LoginForm(FlaskForm):

@@ -73,6 +73,12 @@ def signed_in_with_csrf(client, username: str) -> None:
 def sign_in_on(page: str, client, username: str, password: str = PASSWORD, served_at: str = "/login"):
     """Sign in on a sign-in page as a browser would: every field of its form as it is, with the name and password,
     sent where the form says (its action, else the address the page was served at)."""
+    target, fields = sign_in_form(page, served_at)
+    return client.post(target, data=fields | {"username": username, "password": password})
+
+
+def sign_in_form(page: str, served_at: str) -> tuple[str, dict[str, str]]:
+    """Where a sign-in page's form goes and its fields as they are."""
     form = page.split('<form method="post"', 1)[1].split("</form>", 1)[0]
     action = re.match(r'\s+action="([^"]*)"', form)
     fields = {}
@@ -80,8 +86,7 @@ def sign_in_on(page: str, client, username: str, password: str = PASSWORD, serve
         name, value = re.search(r'name="([^"]+)"', tag), re.search(r'value="([^"]*)"', tag)
         if name:
             fields[name[1]] = html.unescape(value[1]) if value else ""
-    target = html.unescape(action[1]) if action else served_at
-    return client.post(target, data=fields | {"username": username, "password": password})
+    return (html.unescape(action[1]) if action else served_at), fields
 
 
 @pytest.mark.parametrize("ended_by", ["sign_out", "idle"])
@@ -113,6 +118,55 @@ def test_a_create_sent_after_the_session_ended_keeps_what_was_typed_through_the_
     fields = {**TYPED, "submission": new_form_token_of(again.text), "csrf_token": CSRF.search(again.text)[1]}
     created = client.post("/flows/new", data=fields)
     assert created.status_code == 302 and "/flows/" in created.headers["Location"]
+
+
+@pytest.mark.parametrize("ended_by", ["sign_out", "idle"])
+def test_what_one_account_typed_is_not_offered_to_another_signing_in_on_its_page(
+    make_app, make_user, sandbox, ended_by
+):
+    """Someone else signing in on the sign-in page that carries what was typed got it back as their own: "You are
+    signed in again. What you typed is kept" (found by a re-check)."""
+    app = make_app()
+    client, typist, other = app.test_client(), make_user("operator"), make_user("operator")
+    signed_in_with_csrf(client, typist)
+    page = client.get("/flows/new").text
+    typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
+    if ended_by == "sign_out":
+        client.post("/logout", data={"csrf_token": CSRF.search(page)[1]})
+    clock = app.extensions["portal.clock"]
+    if ended_by == "idle":
+        app.extensions["portal.clock"] = lambda: clock() + 3 * 3600
+    answer = client.post("/flows/new", data=typed)
+    app.extensions["portal.clock"] = clock
+    assert answer.status_code == 401 and 'value="15108695088"' in answer.text
+    signed_in = sign_in_on(answer.text, client, other, served_at="/flows/new")
+    assert signed_in.status_code == 302 and signed_in.headers["Location"].endswith("/flows/new")
+    form = client.get("/flows/new").text
+    assert "another account&#39;s: it is not kept" in form or "another account's: it is not kept" in form
+    assert "15108695088" not in form and "Nordmann" not in form
+
+
+def test_reloading_the_form_a_sign_in_gave_back_shows_it_again_not_session_expired(make_app, make_user, sandbox):
+    """Reload on the New flow form restored by a sign-in sends that sign-in again, with its spent token: it said
+    "Your session expired" and what was typed was gone (found by a re-check)."""
+    app = make_app()
+    client, username = app.test_client(), make_user("operator")
+    signed_in_with_csrf(client, username)
+    page = client.get("/flows/new").text
+    typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
+    client.post("/logout", data={"csrf_token": CSRF.search(page)[1]})
+    answer = client.post("/flows/new", data=typed)
+    target, fields = sign_in_form(answer.text, "/flows/new")
+    sent = fields | {"username": username, "password": PASSWORD}
+    assert "What you typed is kept" in client.post(target, data=sent).text
+    reloaded = client.post(target, data=sent)
+    assert reloaded.status_code == 200 and "Your session expired" not in reloaded.text
+    keeps_what_was_typed(reloaded.text)
+    from_elsewhere = client.post(target, data=sent, headers={"Sec-Fetch-Site": "cross-site"})
+    assert from_elsewhere.status_code == 302 and "15108695088" not in from_elsewhere.text
+    plain = fields | {"username": username, "password": PASSWORD, "next": "/events"}
+    plain = {name: value for name, value in plain.items() if not name.startswith("kept-")}
+    assert client.post(target, data=plain).headers["Location"].endswith("/events"), "a plain sign-in: its next"
 
 
 def test_a_create_form_sent_signed_out_from_another_site_keeps_nothing(make_app, make_user, sandbox):

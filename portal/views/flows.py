@@ -67,7 +67,7 @@ from ..presentation import shown
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..roles import role_required
 from ..security import asked_here, asking_to_continue, followed_from_another_site
-from ..staff_sessions import keep_input_when_signed_out
+from ..staff_sessions import keep_input_when_signed_out, typed_by, typed_here_by
 from ..submissions import (
     SubmissionInProgress,
     SubmissionUnconfirmed,
@@ -539,7 +539,7 @@ def sign_in_keeping_create_input():
     if request.endpoint != "flows.new" or request.method != "POST" or followed_from_another_site():
         return None
     typed = {field.short_name: request.form.get(field.short_name, "") for field in KeptCreateInput()}
-    form = LoginForm(formdata=None, next=url_for("flows.new"), kept=typed)
+    form = LoginForm(formdata=None, next=url_for("flows.new"), kept=typed | {"typed_by": typed_here_by()})
     if not form.kept.holds_input():
         return None
     flash(_("You were signed out, so nothing was sent. Sign in to go on: what you typed is kept."), "warning")
@@ -554,7 +554,10 @@ def kept_create_form(kept: KeptCreateInput):
     countries = settings().create_countries
     if not (current_user.can("operator") and countries and kept.holds_input()):
         return None
-    values = {name: value for name, value in kept.data.items() if value} | {"submission": _new_submission_token()}
+    if not typed_by(current_user.id, kept.typed_by.data):
+        flash(_("What was typed in the session that ended was another account's: it is not kept."), "info")
+        return None
+    values = kept.typed() | {"submission": _new_submission_token()}
     form = CreateFlowForm(countries, formdata=None, data=values)
     flash(_("You are signed in again. What you typed is kept: check it and select Create flow."), "info")
     return render_template("flows/new.html", form=form)

@@ -15,7 +15,8 @@ from ..forms import ConfirmForm, KeptCreateInput, LoginForm
 from ..i18n import LANGUAGES
 from ..masking import mask_text
 from ..models import User
-from ..staff_sessions import begin_session, end_session, staff_sso
+from ..security import followed_from_another_site
+from ..staff_sessions import begin_session, sign_out_here, staff_sso
 from ..throttle import ThrottleUnavailable, client_address, count_sign_in_attempt, signed_in_well
 
 bp = Blueprint("auth", __name__)
@@ -35,6 +36,11 @@ def _start_session(user: User, target: str | None, how: str, kept: KeptCreateInp
     record_sign_in(user)
     begin_session(user)
     record_audit(user.username, "sign_in", how)
+    return _on_after_sign_in(target, kept)
+
+
+def _on_after_sign_in(target: str | None, kept: KeptCreateInput | None = None):
+    """The page a sign-in leads to: the New flow form with what was typed before, when it carries that; else `next`."""
     if kept is not None and safe_next(target) == url_for("flows.new"):
         from .flows import kept_create_form  # here: the flows views import this module's safe_next
 
@@ -102,15 +108,20 @@ def logout():
     if ConfirmForm().validate_on_submit():
         if current_user.is_authenticated:
             record_audit(current_user.username, "sign_out", "every session", commit=False)
-            end_session(current_user.id)  # commits the audit row with the session version
+            sign_out_here(current_user.id)  # commits the audit row with the session version
         logout_user()
         flash(_("You are signed out, in every browser."), "info")
     return redirect(url_for("auth.login"))
 
 
 @bp.errorhandler(CSRFError)
-def expired_language_form(error: CSRFError):
-    """The language form of a page open too long: back to that page, asking for the choice again."""
+def expired_form(error: CSRFError):
+    """The language form of a page open too long: back to that page, asking for the choice again. A sign-in sent
+    again once signed in (Reload on the page that sign-in answered with): where it led, not "session expired"."""
+    if request.endpoint == "auth.login" and current_user.is_authenticated:
+        form = LoginForm()
+        kept = None if followed_from_another_site() else form.kept.form
+        return _on_after_sign_in(form.next.data, kept)
     if request.endpoint != "auth.set_language":
         return csrf_error_page(error)
     flash(_("The page was open too long to change its language: choose the language again."), "warning")
