@@ -4,6 +4,7 @@ from collections.abc import Callable, Hashable
 from functools import lru_cache
 from typing import Any, TypeVar
 
+import flask_babel
 from babel.numbers import format_decimal
 from flask import Flask, g, has_request_context, request, session
 from flask_babel import get_locale, get_translations
@@ -52,6 +53,13 @@ def _once_a_request(name: str, make: Callable[[], T]) -> T:
         found = make()
         setattr(g, name, found)
     return found
+
+
+def language_changed() -> None:
+    """The language was chosen anew during this request: what speaks the old one is found again."""
+    flask_babel.refresh()
+    for name in ("_translations", "_words", "_translated"):
+        g.pop(name, None)
 
 
 def gettext(string: str, **variables) -> str:

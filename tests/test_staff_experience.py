@@ -169,6 +169,28 @@ def test_reloading_the_form_a_sign_in_gave_back_shows_it_again_not_session_expir
     assert client.post(target, data=plain).headers["Location"].endswith("/events"), "a plain sign-in: its next"
 
 
+def test_changing_the_language_on_the_sign_in_page_that_carries_input_keeps_it(make_app, make_user, sandbox):
+    """The language chosen on the sign-in page that carried a New flow form's input threw the input away."""
+    app = make_app()
+    client, username = app.test_client(), make_user("operator")
+    signed_in_with_csrf(client, username)
+    page = client.get("/flows/new").text
+    typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
+    client.post("/logout", data={"csrf_token": CSRF.search(page)[1]})
+    answer = client.post("/flows/new", data=typed)
+    language_form = answer.text[answer.text.index('<form method="post" action="/language"') :]
+    target, fields = sign_in_form(language_form, "/flows/new")
+    assert target == "/language"
+    swedish = client.post(target, data=fields | {"language": "sv"})
+    assert swedish.status_code == 200 and '<html lang="sv"' in swedish.text and "Logga in" in swedish.text
+    assert swedish.text.count('value="15108695088"') == 2, "carried by the sign-in form and the language form"
+    again = sign_in_on(swedish.text, client, username, served_at="/language")
+    assert again.status_code == 200
+    keeps_what_was_typed(again.text)
+    plain = client.post("/language", data={"language": "en", "next": "/flows", "csrf_token": fields["csrf_token"]})
+    assert plain.status_code == 302 and plain.headers["Location"].endswith("/flows"), "no input: back to the page"
+
+
 def test_a_create_form_sent_signed_out_from_another_site_keeps_nothing(make_app, make_user, sandbox):
     """Another site's form must not put its words in front of someone who then signs in."""
     app = make_app()

@@ -12,7 +12,7 @@ from ..audit import record_audit
 from ..errors import csrf_error_page
 from ..flowlinks import SEALED, from_url_form, is_local_path, sealed_address
 from ..forms import ConfirmForm, KeptCreateInput, LoginForm
-from ..i18n import LANGUAGES
+from ..i18n import LANGUAGES, language_changed
 from ..masking import mask_text
 from ..models import User
 from ..security import followed_from_another_site
@@ -136,7 +136,20 @@ def set_language():
         session["language"] = language
         if current_user.is_authenticated:
             remember_language(current_user.id, language)
-    return redirect(safe_next(request.form.get("next")))
+    return _sign_in_still_carrying_input() or redirect(safe_next(request.form.get("next")))
+
+
+def _sign_in_still_carrying_input():
+    """The language chosen on a sign-in page that carries a New flow form's typed values: that page again, in the
+    language chosen, still carrying them (the way back to it would find no one signed in and lose them)."""
+    if current_user.is_authenticated or followed_from_another_site():
+        return None
+    form = LoginForm()
+    if not form.kept.holds_input():
+        return None
+    form.next.data = url_for("flows.new")
+    language_changed()
+    return render_template("auth/login.html", form=form)
 
 
 @bp.get("/login/sso")
