@@ -130,6 +130,21 @@ def test_an_erased_person_stays_erased_when_their_flow_is_seen_again_and_no_webh
     assert two_people[PERSON] not in signed_in("admin").get("/admin/gaps").text
 
 
+def test_a_flow_page_after_an_erasure_says_its_events_were_erased_not_that_none_came(app, signed_in, two_people):
+    """After an erasure the flow page said "No webhook events received for this flow yet" and "no event told of"
+    the version a refresh took, though events had come, and were erased (found by a re-check)."""
+    assert run(app, "erase", PERSON, "--yes").exit_code == 0
+    operator = signed_in("operator")
+    flow_id = two_people[PERSON]
+    assert operator.post(f"/flows/{flow_id}/refresh").status_code in (200, 302)
+    app.extensions["flow_index"].flush()
+    page = html.unescape(operator.get(f"/flows/{flow_id}").text)
+    assert "This person's data was erased here on" in page
+    assert "No webhook events received" not in page and "no event told of it" not in page
+    other = html.unescape(operator.get(f"/flows/{two_people[OTHER]}").text)
+    assert "was erased here" not in other
+
+
 def test_erasure_asks_first_and_a_bad_id_is_a_clear_error(app, two_people):
     refused = run(app, "erase", PERSON, input="n\n")
     assert refused.exit_code == 1 and "Erase this person's records: flows 1" in refused.output

@@ -392,6 +392,7 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         disagreements=_disagreements(flow, record, person),
         consent_since=consent_since(status, record, flow.created_at),
         compared=flag_gap(flow, record, events),
+        erased_at=record.erased_at if record else None,
         refresh_form=ConfirmForm(formdata=None),
         revealed=revealed,
         consent_url=_sandbox_consent_url(flow) if status.awaiting_consent else None,
