@@ -6,7 +6,6 @@ portal's key) can find that person's rows.
 """
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 
 from flask import has_request_context, request
@@ -16,7 +15,7 @@ from sqlalchemy import func, select
 from . import current
 from .extensions import db
 from .flowindex.keys import read_national_id
-from .masking import is_national_id_key
+from .masking import id_spellings_in_text, is_national_id_key
 from .models import AccessEntry, FlowRecord
 from .paging import KeysetPage, newest_first
 
@@ -65,17 +64,28 @@ def _recording(rows: Iterable, kind: str, key_and_target, username: str, address
     db.session.commit()
 
 
-def subject_key_of_event(flow_id: str | None, body: str) -> str | None:
-    """The person an event is about: its flow's, as the index knows it, else an id the body names."""
+def subject_keys_of_event(flow_id: str | None, body: str) -> list[str]:
+    """Everyone an event is about: its flow's person, as the index knows them, and every person its body names,
+    read as masking reads ids (a body that names two people is both people's)."""
+    keys = []
     if flow_id:
         known = db.session.scalar(select(FlowRecord.national_id_hash).where(FlowRecord.flow_id == flow_id))
         if known:
-            return known
-    try:
-        document = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    return next(filter(None, (subject_key_of(value) for value in _id_values(document))), None)
+            keys.append(known)
+    for spellings in _id_spellings(body):
+        key = next(filter(None, map(subject_key_of, spellings)), None)
+        if key and key not in keys:
+            keys.append(key)
+    return keys
+
+
+def record_event_access(flow_id: str | None, body: str, target: str) -> None:
+    """One row for each person the event is about, committed before its body is shown."""
+    keys = subject_keys_of_event(flow_id, body)
+    for key in keys:
+        db.session.add(_entry(key, EVENT_PAYLOAD, target, None))
+    if keys:
+        db.session.commit()
 
 
 def accesses_of(subject_key: str, before: int | None, limit: int) -> KeysetPage:
@@ -93,25 +103,36 @@ def masked_id_of(subject_key: str) -> str | None:
     return db.session.scalar(query)
 
 
-def _id_values(document, depth: int = 0) -> Iterator[str]:
-    """Values under keys naming a national id, then id-shaped numbers in any other text."""
-    if depth > 32:
+def _id_spellings(body: str) -> Iterator[tuple[str, ...]]:
+    """The ways to read each possible national id in a stored body: its JSON values (under any key, a number too)
+    and keys, or its text when it is no JSON."""
+    try:
+        document = json.loads(body.removeprefix("\ufeff"))
+    except (ValueError, RecursionError):
+        yield from id_spellings_in_text(body)
+        return
+    yield from _id_spellings_in(document)
+
+
+def _id_spellings_in(document, depth: int = 0) -> Iterator[tuple[str, ...]]:
+    if depth > MOST_NESTED:
         return
     if isinstance(document, dict):
         for key, value in document.items():
+            yield from id_spellings_in_text(key)
             if is_national_id_key(key) and isinstance(value, str):
-                yield value
-            else:
-                yield from _id_values(value, depth + 1)
+                yield (value,)
+            yield from _id_spellings_in(value, depth + 1)
     elif isinstance(document, list):
         for item in document:
-            yield from _id_values(item, depth + 1)
+            yield from _id_spellings_in(item, depth + 1)
     elif isinstance(document, str):
-        yield from ID_IN_TEXT.findall(document)
+        yield from id_spellings_in_text(document)
+    elif isinstance(document, int) and not isinstance(document, bool) and 10 <= len(str(document)) <= 12:
+        yield (str(document), f"0{document}")  # a number has lost any leading zero
 
 
-# A number in free text that may be a national id (read_national_id decides): NO 11 digits, SE and FI forms.
-ID_IN_TEXT = re.compile(r"(?<![0-9])(?:[0-9]{6}[-+A]?[0-9]{3}[0-9A-Y]|[0-9]{11}|[0-9]{8}-?[0-9]{4})(?![0-9])")
+MOST_NESTED = 64  # as deep as the receiver takes a body (webhooks.receiver.MAX_DEPTH)
 
 
 def _who() -> tuple[str, str | None]:

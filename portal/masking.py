@@ -7,7 +7,7 @@ so the mask tells a reader no more than the birth date does. Pure functions, no 
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, TypeVar, overload
 
@@ -107,6 +107,14 @@ _GLUED_IN_TEXT = (
     ),
 )
 
+# Every shape `mask_text` hides, for finding the ids a text names.
+_PATTERNS_IN_TEXT = (
+    _SEPARATED_IN_TEXT,
+    _NORWEGIAN_IN_TEXT,
+    *(pattern for pattern, _valid in _GLUED_IN_TEXT),
+    _SCATTERED_IN_TEXT,
+)
+
 # Keys naming a national id, compared without case, accents or separators.
 _ID_KEY_NAMES = frozenset(
     {
@@ -172,6 +180,23 @@ def mask_text(text: object) -> object:
         masked = _masked_ascii(in_ascii_digits)
         return text if masked == in_ascii_digits else masked
     return _masked_ascii(text)
+
+
+def id_spellings_in_text(text: str) -> Iterator[tuple[str, ...]]:
+    """Each number in `text` that masking would hide as a possible national id, as the ways to read it, best first:
+    with its separator where that is one character (a Finnish century sign; a Swedish "+" for a hundred years), then
+    its digits and check letter alone. Which one is an id, if any, is the reader's to decide (read_national_id)."""
+    if not isinstance(text, str):
+        return
+    if not text.isascii() and _OTHER_DIGIT.search(text):
+        text = _OTHER_DIGIT.sub(lambda digit: str(unicodedata.decimal(digit[0])), text)
+    if not _MAYBE_AN_ID.search(text):
+        return
+    for pattern in _PATTERNS_IN_TEXT:
+        for match in pattern.finditer(text):
+            plain = "".join(char for char in match[0] if char.isascii() and char.isalnum())
+            separator = match.groupdict().get("sep") or ""
+            yield (match["date"] + separator + match["rest"], plain) if len(separator) == 1 else (plain,)
 
 
 def _masked_ascii(text: str) -> str:

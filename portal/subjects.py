@@ -14,7 +14,7 @@ from datetime import date, datetime
 from flask_babel import lazy_gettext as _l
 from sqlalchemy import ColumnElement, delete, or_, select, update
 
-from .access_log import subject_key_of, subject_key_of_event
+from .access_log import subject_key_of, subject_keys_of_event
 from .audit import record_audit
 from .database import changed_rows
 from .extensions import db
@@ -154,7 +154,7 @@ def _events_of(subject_key: str, flow_ids: list[str]) -> list[WebhookEvent]:
             )
         )
         for event in batch:
-            if event.id not in chosen and subject_key_of_event(None, event.body) == subject_key:
+            if event.id not in chosen and subject_key in subject_keys_of_event(None, event.body):
                 chosen[event.id] = event
         if len(batch) < EVENT_SCAN_BATCH:
             return sorted(chosen.values(), key=lambda event: event.id)

@@ -109,6 +109,47 @@ def test_erasure_leaves_none_of_the_persons_records_and_keeps_the_held_kind(app,
         assert db.session.query(NotificationAttempt).count() == 1, "the erased notice's attempts went with it"
 
 
+FINNISH = "131052-308T"
+# Bodies naming the person as the pages mask ids, and the access request and erasure did not find (an attack): a
+# second id in the same text or document, a Finnish century sign other than A, a lower-case check letter, spaced
+# and dotted forms.
+NAMING_BODIES = {
+    "second in a text": {"note": f"co-applicants 01019010046 and {PERSON}"},
+    "second id field": {"applicant": {"nationalId": "01019010046"}, "coApplicant": {"nationalId": PERSON}},
+    "century Y": {"note": "person 131052Y308T"},
+    "lower-case check letter": {"note": "131052-308t"},
+    "spaced": {"note": "151086 95088"},
+    "hyphen inside": {"note": "151086-95088"},
+    "dotted": {"note": "15.10.86.95088"},
+    "as a number": {"fnr": 15108695088},
+    "in a key": {"notes": {f"about {PERSON}": "called"}},
+}
+
+
+def test_an_access_request_and_an_erasure_find_every_event_that_names_the_person_as_masking_reads_ids(app):
+    for number, body in enumerate(NAMING_BODIES.values()):
+        deliver(app, {"type": "note", "data": {"flowId": f"elsewhere-{number}"}, **body})
+    deliver(app, {"type": "note", "data": {"flowId": "unrelated"}, "note": "order 151086 and 95088 (no id)"})
+    exported = {person: json.loads(run(app, "export", person).output) for person in (PERSON, FINNISH)}
+    assert exported[PERSON]["counts"]["events"] == 7, [event["body"] for event in exported[PERSON]["events"]]
+    assert exported[FINNISH]["counts"]["events"] == 2
+    for person in (PERSON, FINNISH):
+        assert run(app, "erase", person, "--yes").exit_code == 0
+    with app.app_context():
+        left = [event.body for event in db.session.query(WebhookEvent)]
+    assert len(left) == 1 and "no id" in left[0]
+
+
+def test_viewing_an_event_that_names_two_people_is_in_both_persons_access_logs(app, signed_in):
+    deliver(app, {"type": "note", "data": {"flowId": "elsewhere"}, **NAMING_BODIES["second id field"]})
+    admin = signed_in("admin")
+    with app.app_context():
+        event_id = db.session.query(WebhookEvent.id).scalar()
+    assert admin.get(f"/events/{event_id}").status_code == 200
+    with app.app_context():
+        assert db.session.query(AccessEntry).filter_by(kind="event_payload").count() == 2
+
+
 def test_an_erased_person_stays_erased_when_their_flow_is_seen_again_and_no_webhook_seems_lost(
     app, signed_in, two_people
 ):

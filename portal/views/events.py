@@ -8,7 +8,7 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from ..access_log import EVENT_PAYLOAD, record_access, subject_key_of_event
+from ..access_log import record_event_access
 from ..audit import record_audit
 from ..csvexport import csv_response
 from ..flowindex.gapcheck import unknown_flows
@@ -162,7 +162,7 @@ def _export_row(event: WebhookEvent) -> tuple:
 def detail(event_row: int):
     """One event with its pretty-printed body and the headers that came with it."""
     event = event_by_row(event_row) or abort(404)
-    record_access(subject_key_of_event(event.flow_id, event.body), EVENT_PAYLOAD, f"event {event.id}")
+    record_event_access(event.flow_id, event.body, f"event {event.id}")
     return render_template(
         "events/detail.html",
         event=event,
