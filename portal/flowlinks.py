@@ -14,6 +14,7 @@ instead: it is made for signed-out requests too, and anyone could otherwise make
 
 import base64
 import binascii
+import hmac
 import os
 import re
 from functools import lru_cache
@@ -42,18 +43,14 @@ def hidden_in_urls(flow_id: str) -> bool:
 
 
 def in_url(flow_id: str, secret_key: str) -> str:
-    """How `flow_id` stands in a URL: as it is, or sealed."""
-    return _sealed(flow_id, secret_key) if hidden_in_urls(flow_id) else flow_id
-
-
-def _sealed(text: str, secret_key: str) -> str:
-    return _seal_text(_cipher(secret_key).encrypt(text.encode(), None))
+    """How `flow_id` stands in a URL: as it is, or sealed (another seal every time)."""
+    return _sealed_once(flow_id, secret_key) if hidden_in_urls(flow_id) else flow_id
 
 
 def _sealed_once(text: str, secret_key: str) -> str:
-    """Sealed with a random nonce: another seal every time. A deterministic seal that anyone may have made (a
-    signed-out request's way back through sign-in) would let them match a seal found in a history or a log against
-    guesses of the id in it, offline, unaudited."""
+    """Sealed with a random nonce: another seal every time. With one seal for each id, anyone able to have a value
+    sealed (a filter or a flow address typed with it, a signed-out request's way back through sign-in) could match a
+    seal found on a page, in a history or a log against the seals of guesses, unthrottled and unaudited."""
     nonce = os.urandom(_NONCE_BYTES)
     return _seal_text(nonce + _cipher(secret_key).encrypt(text.encode(), [nonce]))
 
@@ -63,7 +60,8 @@ def _seal_text(sealed: bytes) -> str:
 
 
 def _opened(sealed: bytes, secret_key: str) -> str:
-    """What a seal holds, made by `_sealed` or by `_sealed_once`; ValueError or InvalidTag when neither made it."""
+    """What a seal holds, made by `_sealed_once` or by the one-seal-per-id form of earlier versions (links in
+    bookmarks and sent notices); ValueError or InvalidTag when neither made it."""
     cipher = _cipher(secret_key)
     try:
         return cipher.decrypt(sealed, None).decode()
@@ -76,7 +74,7 @@ def from_url(text: str, secret_key: str) -> str | None:
     """The flow id a URL names: `text` itself, or what a sealed one holds; None for a seal this portal did not make.
 
     Only the seal exactly as `in_url` writes it opens: the base64 decoder alone would also take it with padding, a
-    character it skips or other unused bits at the end, and one flow would have many addresses.
+    character it skips or other unused bits at the end.
     """
     if not text.startswith(SEALED):
         return text
@@ -98,6 +96,15 @@ def url_form(text: str) -> str:
     return in_url(text, current.settings().secret_key)
 
 
+def cookie_key(flow_id: str) -> str:
+    """The flow as a key in the session cookie (signed, not encrypted): as it is, or a keyed hash of it when it reads
+    as a national id. One for each flow, where a seal is another every time."""
+    if not hidden_in_urls(flow_id):
+        return flow_id
+    key = current.settings().secret_key.encode()
+    return "#" + hmac.new(key, b"flow-in-cookie:" + flow_id.encode(), "sha256").hexdigest()[:32]
+
+
 def sealed_anew(text: str) -> str:
     """`text` sealed with a random nonce under this app's secret key: for an address anyone could have had made."""
     return _sealed_once(text, current.settings().secret_key)
@@ -110,7 +117,7 @@ def from_url_form(text: str) -> str | None:
 def sent_whole(value: str, sent: str) -> bool:
     """Whether `value` (a query parameter as read) reads as a national id and `sent` gave it as typed, not sealed:
     the view redirects to the sealed address, to take it out of the address bar and the browser's history."""
-    return hidden_in_urls(value) and sent.strip() != url_form(value)
+    return hidden_in_urls(value) and not sent.strip().startswith(SEALED)
 
 
 def left_untidy(args, defaults: dict[str, str] | None = None) -> bool:
