@@ -6,9 +6,11 @@ import re
 from collections.abc import Callable
 from functools import wraps
 
-from flask import Flask, render_template, request
+from flask import Flask, redirect, render_template, request
 from werkzeug.exceptions import BadRequest, SecurityError
 from werkzeug.wsgi import get_host
+
+from .flowlinks import return_address, sealed_address
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -55,7 +57,12 @@ def asked_here(view: Callable) -> Callable:
 
     @wraps(view)
     def checked(*args, **kwargs):
-        return asking_to_continue() if followed_from_another_site() else view(*args, **kwargs)
+        if not followed_from_another_site():
+            return view(*args, **kwargs)
+        here = request.full_path.rstrip("?")
+        if return_address(here) != here:  # a national id in the address: out of it (history, Referer) first
+            return redirect(sealed_address(here))
+        return asking_to_continue()
 
     return checked
 

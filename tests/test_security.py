@@ -999,3 +999,26 @@ def test_a_link_on_another_site_does_not_export_or_search_by_id_in_someone_s_nam
     done = client.get(html.unescape(go_on), headers={"Sec-Fetch-Site": "same-origin"}, follow_redirects=True)
     assert done.status_code == 200 and 'data-testid="asked-to-continue"' not in done.text
     assert audited() == 1
+
+
+@pytest.mark.parametrize(
+    ("role", "path"),
+    [
+        ("viewer", "/flows/export.csv?q=15108695088"),
+        ("viewer", "/flows/export.csv?q=Nordmann%2015108695088"),
+        ("viewer", "/events/export.csv?flow=15108695088"),
+        ("admin", "/admin/audit/export.csv?target=15108695088"),
+        ("admin", "/admin/audit/export.jsonl?user=15108695088"),
+    ],
+)
+def test_an_export_link_from_another_site_with_an_id_in_it_takes_the_id_out_of_the_address_first(make_app, role, path):
+    """Continue? was answered at the address holding the id (history, and a Referer when Continue was followed), as
+    the list's search once was (found by an attack)."""
+    app = make_app(WTF_CSRF_ENABLED=False)
+    client = signed_in_as(app, role=role)
+    cross = {"Sec-Fetch-Site": "cross-site"}
+    out = client.get(path, headers=cross)
+    assert out.status_code == 302 and "95088" not in out.headers["Location"] and "=~" in out.headers["Location"]
+    asked = client.get(out.headers["Location"], headers=cross)
+    assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text
+    assert "95088" not in asked.text
