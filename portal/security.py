@@ -5,6 +5,7 @@ import ipaddress
 import re
 from collections.abc import Callable
 from functools import wraps
+from urllib.parse import urlsplit
 
 from flask import Flask, redirect, render_template, request
 from werkzeug.exceptions import BadRequest, SecurityError
@@ -41,9 +42,15 @@ def security_headers(https: bool) -> dict[str, str]:
 
 
 def followed_from_another_site() -> bool:
-    """Whether a link on another site led the browser here (Fetch Metadata; a client that sends none is not): another
-    registrable domain, or another origin of the same one (a wiki or an upload host beside the portal)."""
-    return request.headers.get("Sec-Fetch-Site") in ("cross-site", "same-site")
+    """Whether a link or a form on another site led the browser here: another registrable domain, or another origin
+    of the same one (a wiki or an upload host beside the portal). Fetch Metadata says so; a browser that sends none
+    (Safari before 16.4, Firefox before 90, some privacy proxies) may still name where it came from in `Origin` or
+    `Referer`. A client that sends none of them is taken as coming from here."""
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if fetch_site is not None:
+        return fetch_site in ("cross-site", "same-site")
+    came_from = request.headers.get("Origin") or request.headers.get("Referer")
+    return came_from is not None and urlsplit(came_from).netloc.lower() != request.host.lower()
 
 
 def asking_to_continue(address: str | None = None):

@@ -191,12 +191,24 @@ def test_changing_the_language_on_the_sign_in_page_that_carries_input_keeps_it(m
     assert plain.status_code == 302 and plain.headers["Location"].endswith("/flows"), "no input: back to the page"
 
 
-def test_a_create_form_sent_signed_out_from_another_site_keeps_nothing(make_app, make_user, sandbox):
+@pytest.mark.parametrize(
+    "came_from",
+    [
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Origin": "https://evil.example"},  # a browser without Fetch Metadata (found by an attack)
+        {"Origin": "null"},
+        {"Referer": "https://evil.example/form"},
+    ],
+    ids=["fetch metadata", "origin", "opaque origin", "referer"],
+)
+def test_a_create_form_sent_signed_out_from_another_site_keeps_nothing(make_app, make_user, sandbox, came_from):
     """Another site's form must not put its words in front of someone who then signs in."""
     app = make_app()
     client = app.test_client()
-    answer = client.post("/flows/new", data=TYPED, headers={"Sec-Fetch-Site": "cross-site"})
+    answer = client.post("/flows/new", data=TYPED, headers=came_from)
     assert "15108695088" not in answer.text
+    own = client.post("/flows/new", data=TYPED, headers={"Origin": "http://localhost"})
+    assert own.status_code == 401 and 'value="15108695088"' in own.text, "the portal's own form, from a browser alike"
 
 
 def new_form_token_of(page: str) -> str:
