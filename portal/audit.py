@@ -8,7 +8,7 @@ from datetime import datetime
 from flask import has_request_context, request
 from sqlalchemy import select
 
-from .csvexport import csv_chunks
+from .csvexport import PLAIN, CsvForm, csv_chunks
 from .database import distinct_values
 from .extensions import db
 from .masking import mask_document
@@ -90,14 +90,15 @@ def audit_actions() -> list[str]:
     return distinct_values(AuditEntry.__table__.c.action, MOST_ACTIONS)
 
 
-def export_audit(filters: AuditFilter, fmt: str) -> Iterator[str]:
-    """The entries `filters` matches as CSV (with a header) or JSON lines, oldest first, in chunks of text."""
+def export_audit(filters: AuditFilter, fmt: str, form: CsvForm = PLAIN) -> Iterator[str]:
+    """The entries `filters` matches as CSV (with a header, laid out as `form` says) or JSON lines, oldest first, in
+    chunks of text."""
     rows = (
         (entry.at, entry.username, entry.action, entry.target, entry.source_ip, entry.purpose)
         for entry in iter_audit(filters)
     )
     if fmt == "csv":
-        return csv_chunks(EXPORT_COLUMNS, rows)
+        return csv_chunks(EXPORT_COLUMNS, rows, form)
     return (_json_line(row) for row in rows)
 
 

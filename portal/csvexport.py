@@ -1,12 +1,16 @@
-"""CSV downloads: streamed as they are read, UTF-8 with a header row, every cell shown as text."""
+"""CSV downloads: streamed as they are read, UTF-8 with a header row, every cell shown as text; from a page, laid out
+for the reader's spreadsheet (`for_spreadsheets`)."""
 
 import csv
 import io
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 
+from babel.numbers import get_decimal_symbol
 from flask import Response, stream_with_context
 
+from .i18n import request_words
 from .masking import mask_flow_id
 
 CHUNK_CHARS = 64 * 1024
@@ -23,10 +27,31 @@ def csv_cell(value) -> str:
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
-def csv_chunks(header: Iterable[str], rows: Iterable[Iterable]) -> Iterator[str]:
+@dataclass(frozen=True)
+class CsvForm:
+    """How the text is laid out: the character between cells, and whether it starts with a byte-order mark."""
+
+    delimiter: str = ","
+    byte_order_mark: bool = False
+
+
+PLAIN = CsvForm()  # for scripts: the commands' exports
+
+
+def for_spreadsheets() -> CsvForm:
+    """A download from a page, as the reader's spreadsheet opens it: with a byte-order mark (without one Excel reads
+    UTF-8 as the Windows code page: "Ã˜stby"), and `;` between cells where the page's language writes a decimal
+    comma (Norwegian, Swedish, Finnish), as Excel separates a list there; a comma in English."""
+    decimal = get_decimal_symbol(request_words().language)
+    return CsvForm(delimiter=";" if decimal == "," else ",", byte_order_mark=True)
+
+
+def csv_chunks(header: Iterable[str], rows: Iterable[Iterable], form: CsvForm = PLAIN) -> Iterator[str]:
     """The header and the rows as CSV text, in chunks of about 64 KiB."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    if form.byte_order_mark:
+        buffer.write("\ufeff")
+    writer = csv.writer(buffer, delimiter=form.delimiter)
     writer.writerow(header)
     for row in rows:
         writer.writerow([csv_cell(value) for value in row])
@@ -38,8 +63,9 @@ def csv_chunks(header: Iterable[str], rows: Iterable[Iterable]) -> Iterator[str]
 
 
 def csv_response(filename: str, header: Iterable[str], rows: Iterable[Iterable]) -> Response:
-    """A streamed CSV attachment; `rows` is read inside the request (a generator over the store is fine)."""
-    return download_response(filename, csv_chunks(header, rows), "text/csv")
+    """A streamed CSV attachment for the reader's spreadsheet; `rows` is read inside the request (a generator over
+    the store is fine)."""
+    return download_response(filename, csv_chunks(header, rows, for_spreadsheets()), "text/csv")
 
 
 def download_response(filename: str, chunks: Iterable[str], mimetype: str) -> Response:

@@ -2,7 +2,9 @@
 
 import atexit
 import contextlib
+import csv
 import functools
+import io
 import re
 import shutil
 import signal
@@ -431,3 +433,10 @@ def form_data(client, **changes) -> dict:
 
 def create_form(client, **changes):
     return client.post("/flows/new", data=form_data(client, **changes))
+
+
+def spreadsheet_rows(text: str, delimiter: str = ",") -> list[dict]:
+    """A page's CSV download read as a script would: it starts with a byte-order mark (for Excel), then rows of
+    cells separated by `delimiter` (a comma on an English page)."""
+    assert text.startswith("\ufeff"), "a page's CSV download starts with a byte-order mark"
+    return list(csv.DictReader(io.StringIO(text.removeprefix("\ufeff")), delimiter=delimiter))

@@ -1,7 +1,5 @@
 """Search, filters, counts, keyset pages and CSV export of the flow index, against a live sandbox."""
 
-import csv
-import io
 import re
 import time
 from dataclasses import dataclass
@@ -11,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from sqlalchemy import update
-from support import add_user, sign_in
+from support import add_user, set_account_language, sign_in, spreadsheet_rows
 from test_views import FLOW_ROW, links
 
 from portal.extensions import db
@@ -590,7 +588,7 @@ def test_search_needs_sign_in(world):
 def read_csv(answer) -> list[dict]:
     assert answer.status_code == 200 and answer.mimetype == "text/csv"
     assert answer.headers["Content-Disposition"].startswith("attachment; filename=")
-    return list(csv.DictReader(io.StringIO(answer.get_data().decode("utf-8"))))
+    return spreadsheet_rows(answer.get_data().decode("utf-8"))
 
 
 def test_the_export_holds_the_rows_of_the_page(world):
@@ -609,10 +607,26 @@ def test_the_export_holds_the_rows_of_the_page(world):
             assert re.fullmatch(r"[0-9]{6}[-+A]?•{4,5}", row["national_id_masked"]), row
 
 
+@pytest.mark.parametrize(("language", "delimiter"), [("sv", ";"), ("fi", ";"), ("nb", ";"), ("en", ",")])
+def test_a_download_opens_in_the_reader_s_spreadsheet(world, language, delimiter):
+    """Opened in Excel the export read "BjÃ¸rnstad" and "151086â€¢â€¢â€¢â€¢â€¢" (UTF-8 without a byte-order mark,
+    read as the Windows code page), and in a Nordic Excel every row stood in column A (a comma, where a list there
+    is separated by ";"). Found by a new user."""
+    client = world.app.test_client()
+    username = add_user(world.app, role="viewer")
+    set_account_language(world.app, username, language)
+    assert sign_in(client, username).status_code == 302
+    answer = client.get("/flows/export.csv?q=bjorn")
+    text = answer.get_data().decode("utf-8")
+    assert text.startswith("\ufeffreference_id" + delimiter + "flow_id" + delimiter)
+    rows = spreadsheet_rows(text, delimiter)
+    assert {row["last_name"] for row in rows} == {"Bjørnstad"} and "151086•••••" in text
+
+
 def test_the_export_is_utf8_masked_and_audited(world):
     answer = world.get("/flows/export.csv?q=bjorn")
     body = answer.get_data()
-    assert body.startswith(b"reference_id,flow_id,") and "Bjørnstad".encode() in body
+    assert body.startswith("\ufeffreference_id,flow_id,".encode()) and "Bjørnstad".encode() in body
     assert b"15108695088" not in body
     with world.app.app_context():
         entries = [(e.action, e.target) for e in db.session.query(AuditEntry).filter_by(action="export_flows")]

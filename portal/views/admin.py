@@ -23,7 +23,7 @@ from ..accounts import (
     sign_out_everywhere,
 )
 from ..audit import EXPORT_FORMATS, AuditFilter, audit_actions, export_audit, find_audit, record_audit
-from ..csvexport import download_response
+from ..csvexport import download_response, for_spreadsheets
 from ..flowindex.gapcheck import event_counts, gap_page, unknown_page
 from ..flowindex.gaps import describe_gap
 from ..flowindex.search import day_start
@@ -229,7 +229,7 @@ def audit_export(fmt: str):
         return redirect(url_for("admin.audit_export", fmt=fmt, **_filter_args(form)))
     audited = {name: mask_flow_id(value) for name, value in _given(form).items()}
     record_audit(current_user.username, "export_audit", urlencode(audited) or "all entries")
-    chunks = export_audit(_audit_filters(form), fmt)
+    chunks = export_audit(_audit_filters(form), fmt, for_spreadsheets())
     return download_response(f"audit-{utc_now():%Y%m%d-%H%M%S}.{fmt}", chunks, EXPORT_FORMATS[fmt])
 
 
