@@ -4,6 +4,7 @@ import html
 import re
 
 import pytest
+from altservice import PORTAL_SETTINGS as ALT_SETTINGS
 from support import PASSWORD, add_user, deliver_signed, set_account_language, sign_in
 
 from portal.extensions import db
@@ -353,15 +354,33 @@ def test_the_consent_time_is_when_the_status_began_not_when_it_was_read(app, sig
     assert f"Consent status Unopened since {began}" in page
 
 
-def test_a_completed_flow_last_seen_unopened_says_the_answer_is_not_seen_yet(app, signed_in, sandbox):
+def test_a_completed_flow_last_seen_unopened_shows_the_answer_the_list_gives(app, signed_in, sandbox):
+    """The page said the person had answered but the portal had not seen how, and went on showing "Unopened" until
+    someone found Refresh (found by a new user): it now asks the service's list itself, which alone says it."""
     flow_id = sandbox.create()["flowId"]
     client = signed_in("viewer")
     client.get("/flows")  # the list says Unopened
     assert app.extensions["flow_index"].flush(10)
-    sandbox.control(flow_id, "accept")  # no webhook tells the portal
-    page = client.get(f"/flows/{flow_id}").text
+    sandbox.control(flow_id, "reject")  # no webhook tells the portal
+    page = html.unescape(client.get(f"/flows/{flow_id}").text)
+    assert "the portal has not yet seen" not in page
+    assert 'data-consent="Rejected"' in page and "(the flow list, just now)" in page, "the list's word, said so"
+    again = html.unescape(client.get(f"/flows/{flow_id}").text)
+    assert 'data-consent="Rejected"' in again, "kept in the index"
+
+
+def test_a_completed_flow_the_list_does_not_show_says_the_answer_is_not_seen_yet(make_app, alt):
+    app = make_app(sandbox_url=alt.url, **ALT_SETTINGS, WTF_CSRF_ENABLED=False)
+    client = app.test_client()
+    sign_in(client, add_user(app, "vera", "viewer"))
+    flow = alt.find(alt.current_ids()[0])
+    client.get("/flows")  # the list says Unopened
+    assert app.extensions["flow_index"].flush(10)
+    flow.status = "Accepted"
+    alt.set(items="empty")  # and now shows no flow by its id
+    page = client.get(f"/flows/{flow.id}").text
     assert "the individual has answered, but the portal has not yet seen" in page
-    assert 'data-testid="consent-time"' not in page and "Open the sandbox consent page" not in page
+    assert 'data-testid="consent-time"' not in page
 
 
 def test_a_failed_create_says_why_in_the_pages_language(make_app):

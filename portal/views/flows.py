@@ -36,7 +36,7 @@ from ..flowapi import (
 from ..flowindex.feed import saw_created, saw_detail, saw_page
 from ..flowindex.gapcheck import flag_gap, mark_unknown, portal_now, reconcile
 from ..flowindex.keys import read_national_id
-from ..flowindex.observations import lifecycle_told
+from ..flowindex.observations import from_summary, lifecycle_told
 from ..flowindex.search import (
     COUNT_CAP,
     export_rows,
@@ -55,7 +55,7 @@ from ..flowindex.status import (
     status_of_record,
     statuses_of_page,
 )
-from ..flowindex.store import index_record
+from ..flowindex.store import apply_observations, index_record
 from ..flowlinks import SEALED, hidden_in_urls, left_untidy, sealed_anew, url_form
 from ..flowsearch import DEFAULTS, SearchQuery, read_search, typed_whole, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, KeptCreateInput, LoginForm, RevealForm
@@ -385,6 +385,9 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
     events, received = without_repeats(events_for_flow(flow.flow_id, flow.reference_id))
     record = index_record(flow.flow_id)
     status = status_of_detail(flow, record, events)
+    if status.answered_but_not_seen and _consent_from_the_list(flow):
+        record = index_record(flow.flow_id)
+        status = status_of_detail(flow, record, events)
     return render_template(
         "flows/detail.html",
         flow=flow,
@@ -402,6 +405,17 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         left_out=left_out_by_reference(flow.flow_id, flow.reference_id),
         reveal_form=reveal_form or RevealForm(settings().reveal_purposes, formdata=None),
     )
+
+
+def _consent_from_the_list(flow: FlowDetail) -> bool:
+    """A completed flow whose answer the portal has not seen: its item in the service's list, which alone says
+    the consent status, written to the index as the list's word (not as heard: a change no event told of stays a
+    gap). Whether the list showed it."""
+    listed = _listed(flow)
+    if listed is not None:
+        observation = from_summary(*listed, portal_now())
+        apply_observations([observation] if observation else [], settings().index_key)
+    return listed is not None
 
 
 def _disagreements(flow: FlowDetail, record: FlowRecord | None, person: str | None) -> list[str]:
