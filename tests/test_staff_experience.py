@@ -7,6 +7,7 @@ import pytest
 from altservice import PORTAL_SETTINGS as ALT_SETTINGS
 from support import PASSWORD, add_user, deliver_signed, set_account_language, sign_in
 
+from portal.accounts import change_role
 from portal.extensions import db
 from portal.flowapi.records import parse_timestamp
 from portal.models import User
@@ -145,6 +146,25 @@ def test_what_one_account_typed_is_not_offered_to_another_signing_in_on_its_page
     form = client.get("/flows/new").text
     assert "another account&#39;s: it is not kept" in form or "another account's: it is not kept" in form
     assert "15108695088" not in form and "Nordmann" not in form
+
+
+def test_an_operator_made_a_viewer_while_typing_is_told_the_form_was_not_sent(make_app, make_user, sandbox):
+    """The role change ended the session; signed in again, the person met a bare 403 and the input was gone, with
+    nothing said of the role (found by a new user)."""
+    app = make_app()
+    client, username = app.test_client(), make_user("operator")
+    signed_in_with_csrf(client, username)
+    page = client.get("/flows/new").text
+    typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
+    with app.app_context():
+        change_role(db.session.query(User).filter_by(username=username).one(), "viewer", actor="admin")
+        db.session.commit()
+    answer = client.post("/flows/new", data=typed)
+    assert answer.status_code == 401
+    signed_in = sign_in_on(answer.text, client, username, served_at="/flows/new")
+    assert signed_in.status_code == 302 and signed_in.headers["Location"].endswith("/flows")
+    listing = html.unescape(client.get("/flows").text)
+    assert "Your role no longer lets you create flows, so what you typed was not sent." in listing
 
 
 def test_reloading_the_form_a_sign_in_gave_back_shows_it_again_not_session_expired(make_app, make_user, sandbox):

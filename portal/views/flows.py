@@ -567,8 +567,11 @@ bp.record_once(lambda _state: keep_input_when_signed_out("flows.new", sign_in_ke
 def kept_create_form(kept: KeptCreateInput):
     """Once signed in again, the New flow form as it was typed before the session ended, with a fresh token."""
     countries = settings().create_countries
-    if not (current_user.can("operator") and countries and kept.holds_input()):
+    if not (countries and kept.holds_input()):
         return None
+    if not current_user.can("operator"):  # the role changed meanwhile, which ended the session
+        flash(_("Your role no longer lets you create flows, so what you typed was not sent."), "warning")
+        return redirect(url_for("flows.index"))
     if not typed_by(current_user.id, kept.typed_by.data):
         flash(_("What was typed in the session that ended was another account's: it is not kept."), "info")
         return None
