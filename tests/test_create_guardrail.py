@@ -5,7 +5,14 @@ from datetime import date
 import pytest
 from support import create_form, form_data, production_settings, signed_in_as
 
-from portal.nationalid import birth_date_of, example_synthetic_ids, infer_country, is_synthetic, validate_national_id
+from portal.nationalid import (
+    NationalIdProblem,
+    birth_date_of,
+    example_synthetic_ids,
+    infer_country,
+    is_synthetic,
+    validate_national_id,
+)
 
 SYNTHETIC_MESSAGE = "This is a synthetic test identity; the production service needs a real person&#39;s number."
 REAL_LOOKING_WARNING = "looks like a real person&#39;s number"
@@ -141,3 +148,10 @@ def test_production_offers_no_synthetic_ids_and_does_not_warn_about_real_ones(pr
     answer = production_operator.post("/flows/new", data=form_data(production_operator, last_name=""))
     assert answer.status_code == 200 and REAL_LOOKING_WARNING not in answer.text
     assert SYNTHETIC_MESSAGE not in answer.text and "Born 15 Oct 1986 according to the number" in answer.text
+
+
+@pytest.mark.parametrize(("country", "number"), [("fi", "131052A308T"), ("se", "20521013-0000")])
+def test_a_number_of_someone_born_in_the_future_is_no_valid_id(country, number):
+    """python-stdnum takes them (found by a new user, whose search for one was run and audited)."""
+    with pytest.raises(NationalIdProblem, match="date of birth or individual number is not possible"):
+        validate_national_id(country, number)

@@ -566,6 +566,8 @@ def test_national_ids_are_masked_in_results(world):
         ("q=bj%00rn", "/flows", "invisible control characters"),
         ("q=15108695089&status=Opened", "/flows?status=Opened", "not a valid one"),
         ("q=811218-9875", "/flows", "not a valid one"),
+        ("q=131052A308T", "/flows", "not a valid one"),  # born 13 Oct 2052 (found by a new user)
+        ("q=205210130000", "/flows", "not a valid one"),
     ],
 )
 def test_unusable_values_are_named_and_dropped(empty_index, query, location, message):
@@ -681,3 +683,10 @@ def test_counts_past_the_cap_say_more_than(world, monkeypatch):
     monkeypatch.setattr("portal.views.flows.COUNT_CAP", 3)
     page = world.get("/flows?archived=all&from=1990-06-01&to=1990-06-01")
     assert "More than 3 flows match" in page.text and "more than 3" in page.text
+
+
+def test_a_search_for_a_person_the_portal_knows_no_flow_of_says_so_not_a_dash(empty_index):
+    """It read "Flows of the person with national id —" (found by a new user)."""
+    page = unescape(empty_index.get("/flows?q=811218-9876", follow_redirects=True).text)
+    assert "Flows of the person whose national id was searched for" in page and "the portal knows no flow" in page
+    assert "national id —" not in page
