@@ -305,8 +305,7 @@ EXPORT_COLUMNS = (
     "archived",
     "has_incidents",
     "created_at",
-    "changed_at",
-    "change_source",
+    "last_change_at",  # the flow's last change as the pages and the stuck list give it (not the index row's)
     "seen_at",
 )
 
