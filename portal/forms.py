@@ -164,6 +164,8 @@ class CreateFlowForm(FlaskForm):
     )
     # Asked for in a test environment when the number is not a synthetic one: nothing is sent before it is ticked.
     real_person = BooleanField(_l("The person agreed to take part with their real number"))
+    # Asked for when the person has a flow still waiting for their answer (`open_flows`, set by the view).
+    another_flow = BooleanField(_l("Create another flow for this person anyway"))
     submit = SubmitField(_l("Create flow"))
 
     def __init__(self, countries: list[str], **kwargs):
@@ -177,6 +179,7 @@ class CreateFlowForm(FlaskForm):
             [] if self.production else [(code, number) for code in countries for number in example_synthetic_ids(code)]
         )
         self.birth_date: date | None = None  # read from a valid number, shown for a visual check
+        self.open_flows: list = []  # the person's flows not done, when the form stops to ask about another one
 
     def validate_national_id(self, field) -> None:
         country = self.country.data

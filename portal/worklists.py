@@ -187,6 +187,18 @@ def find_stuck(now: datetime, stuck_after: timedelta, limit: int = 100) -> list[
     return stuck_page(now, stuck_after, None, limit).rows
 
 
+def open_flows_of(person_key: str, most: int = 5) -> list[FlowRecord]:
+    """The person's flows whose consent is not done (as for stuck flows), newest first: what a new flow for them
+    would stand beside."""
+    query = (
+        select(FlowRecord)
+        .where(FlowRecord.national_id_hash == person_key, _not_done())
+        .order_by(FlowRecord.created_at.desc(), FlowRecord.id.desc())
+        .limit(most)
+    )
+    return list(db.session.scalars(query))
+
+
 def count_stuck(now: datetime, stuck_after: timedelta, cap: int = COUNT_CAP) -> int:
     """How many flows are stuck, counted up to `cap` + 1 (more means "more than `cap`")."""
     stuck = select(FlowRecord.id).where(_not_done(), FlowRecord.last_change_at < now - stuck_after).limit(cap + 1)

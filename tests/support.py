@@ -428,6 +428,7 @@ def form_data(client, **changes) -> dict:
         "webhook_url": "",
         "submission": submission_token(page),
         "real_person": "y",  # a real-looking number in the test environment: the person agreed (the guardrail)
+        "another_flow": "y",  # tests create many flows for one person: no stop to ask about the ones still open
     } | changes
 
 

@@ -690,3 +690,23 @@ def test_the_create_forms_examples_are_test_identities(signed_in):
     page = signed_in("operator").get("/flows/new").text
     examples = re.findall(r"e\.g\. ([0-9A-Z-]+)", page)
     assert examples == ["16822548834", "900602-2397", "010190-900P"], "no real person's number as an example"
+
+
+def test_a_second_flow_for_a_person_with_one_waiting_asks_first(signed_in, sandbox, app):
+    """A person with an open flow got a second consent request with no word of the first (found by a new user)."""
+    operator = signed_in("operator")
+    first = create_form(operator)
+    assert first.status_code == 302
+    before = len(sandbox.api("GET", "/api/flows?limit=100").json()["data"])
+    asked = operator.post("/flows/new", data=form_data(operator, another_flow=""))
+    assert asked.status_code == 200 and 'data-testid="open-flows"' in asked.text
+    assert "This person already has a flow waiting for their answer" in unescape(asked.text)
+    assert first.headers["Location"].split("/flows/")[1] in asked.text, "a link to the flow waiting"
+    assert 'value="15108695088"' in asked.text, "the form as typed"
+    assert len(sandbox.api("GET", "/api/flows?limit=100").json()["data"]) == before, "nothing sent"
+    with app.app_context():
+        assert db.session.query(AccessEntry).filter(AccessEntry.target.like("new flow: open flow %")).count() == 1
+    anyway = operator.post("/flows/new", data=form_data(operator, another_flow="y"))
+    assert anyway.status_code == 302 and "/flows/" in anyway.headers["Location"]
+    other = operator.post("/flows/new", data=form_data(operator, another_flow="", national_id="01019010046"))
+    assert other.status_code == 302, "another person: no question"

@@ -78,6 +78,7 @@ from ..submissions import (
 )
 from ..throttle import NATIONAL_ID_SEARCHES_PER_USER, PERSON_SEARCHED_LATELY, ThrottleUnavailable, throttle
 from ..webhooks.store import event_document, events_for_flow, left_out_by_reference, without_repeats
+from ..worklists import open_flows_of
 from .sign_in import safe_next
 
 bp = Blueprint("flows", __name__, url_prefix="/flows")
@@ -523,6 +524,9 @@ def new():
     if not countries:
         flash(_("No create scope is configured (FLOW_SCOPES), so no flow can be created."), "warning")
     elif form.validate_on_submit():
+        if not form.another_flow.data and (waiting := _flows_waiting_for(form)):
+            form.open_flows = waiting  # the person would get a second consent request: asked first
+            return render_template("flows/new.html", form=form)
         return _create(form)
     elif form.submission.errors:  # sent without a usable token: the form as shown again gets one, for its next send
         form.submission.data = _new_submission_token()
@@ -622,6 +626,19 @@ def _create(form: CreateFlowForm):
     saw_created(created, form.national_id.data, form.country.data, form.last_name.data.strip(), current_user.username)
     _audit_create(form, created)
     return _created(form.submission.data, created)
+
+
+def _flows_waiting_for(form: CreateFlowForm) -> list[FlowRecord]:
+    """The flows of the form's person still waiting for their answer, as the index knows them; each look at them
+    is in the person's access log."""
+    number = read_national_id(form.national_id.data, form.country.data)
+    if number is None:
+        return []
+    person = number.keyed_hash(settings().index_key)
+    waiting = open_flows_of(person)
+    for flow in waiting:
+        record_access(person, SEARCH, f"new flow: open flow {flow.flow_id}")
+    return waiting
 
 
 def _audit_create(form: CreateFlowForm, created) -> None:
