@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 from babel import Locale
 from babel.dates import TIMEDELTA_UNITS, format_date, format_time, format_timedelta
-from flask import Flask, current_app, g, url_for
+from flask import Flask, current_app, g, request, url_for
 from flask_babel import format_number, get_locale
 from flask_babel import lazy_gettext as _l
 
@@ -223,6 +223,32 @@ def with_unseen_named(text: str) -> str:
 
 
 FRAGMENTS_KEPT = 256
+# The menu's entries, and the part of the portal each stands for besides its own page (by blueprint).
+MENU_ENTRIES = (
+    "flows.index",
+    "flows.new",
+    "events.index",
+    "insights.index",
+    "admin.users",
+    "admin.audit",
+    "admin.rejected",
+    "admin.gaps",
+    "admin.access",
+    "admin.subjects",
+    "admin.notifications",
+)
+MENU_SECTIONS = {
+    "flows": "flows.index",
+    "events": "events.index",
+    "insights": "insights.index",
+    "worklists": "insights.index",
+}
+
+
+def menu_entry_here() -> str | None:
+    """The menu entry of the part of the portal this page belongs to (marked as the current one), if any."""
+    endpoint = request.endpoint or ""
+    return endpoint if endpoint in MENU_ENTRIES else MENU_SECTIONS.get(request.blueprint or "")
 
 
 def cached_fragment(*key, caller):
@@ -270,6 +296,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(local_date, "localdate")
     app.add_template_filter(format_number, "number")  # 10 000 / 10,000: as the reader's language writes it
     app.add_template_global(cached_fragment, "cached_fragment")
+    app.add_template_global(menu_entry_here, "menu_entry_here")
     app.extensions["portal.fragments"] = {}
 
     # The same for every page of this app: globals (which macros imported without the page's context see too).

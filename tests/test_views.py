@@ -710,3 +710,24 @@ def test_a_second_flow_for_a_person_with_one_waiting_asks_first(signed_in, sandb
     assert anyway.status_code == 302 and "/flows/" in anyway.headers["Location"]
     other = operator.post("/flows/new", data=form_data(operator, another_flow="", national_id="01019010046"))
     assert other.status_code == 302, "another person: no question"
+
+
+@pytest.mark.parametrize(
+    ("path", "current"),
+    [
+        ("/flows", "Flows"),
+        ("/flows?q=bjorn", "Flows"),
+        ("/flows/new", "New flow"),
+        ("/events", "Events"),
+        ("/insights", "Insights"),
+        ("/insights/stuck", "Insights"),
+        ("/admin/audit", "Audit log"),
+        ("/admin/users", "Users"),
+    ],
+)
+def test_the_menu_marks_the_part_of_the_portal_a_page_is_in(signed_in, path, current):
+    """No menu entry said where one was (found by a new user): one, and only one, is the current page's."""
+    page = signed_in("admin").get(path, follow_redirects=True).text
+    menu = page.split('id="main-menu"', 1)[1].split("</ul>", 1)[0]
+    marked = re.findall(r'<a class="nav-link active" aria-current="true" href="[^"]+">([^<]+)</a>', menu)
+    assert marked == [current]
