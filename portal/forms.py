@@ -53,6 +53,27 @@ def http_url(form, field) -> None:
         raise ValidationError(_("Enter a full address starting with https:// (or http://), without spaces."))
 
 
+# Besides letters and their accents (any script): what names are written with.
+NAME_PUNCTUATION = frozenset(" -'.\u2019\u02bc\u2010")  # space, hyphen, apostrophes, full stop
+
+
+def written_as_a_name(form, field) -> None:
+    """Letters, accents, spaces, hyphens, apostrophes and full stops only: no digits, brackets or other signs
+    ("<b>Mäkinen</b>" went to the Flow Service as typed)."""
+    odd = sorted({char for char in field.data or "" if not _in_a_name(char)})
+    if odd:
+        raise ValidationError(
+            _(
+                "A last name holds letters, spaces, hyphens, apostrophes and full stops only, not %(characters)s.",
+                characters=" ".join(odd),
+            )
+        )
+
+
+def _in_a_name(char: str) -> bool:
+    return unicodedata.category(char)[0] in "LM" or char in NAME_PUNCTUATION
+
+
 def has_a_letter(form, field) -> None:
     """A name holds at least one letter of some script: not only apostrophes, hyphens or accents on nothing."""
     if field.data and not any(unicodedata.category(character).startswith("L") for character in field.data):
@@ -146,7 +167,7 @@ class CreateFlowForm(FlaskForm):
     )
     last_name = StringField(
         _l("Last name"),
-        validators=[DataRequired(), Length(max=100), printable, has_a_letter],
+        validators=[DataRequired(), Length(max=100), printable, has_a_letter, written_as_a_name],
         render_kw={"autocomplete": "off"},
     )
     redirect_url = StringField(

@@ -478,12 +478,19 @@ def test_create_without_scope_for_the_country(make_app, sandbox):
     assert "No create scope is configured" in client.get("/flows/new").text
 
 
-def test_a_script_last_name_is_text(signed_in, sandbox):
+def test_a_script_last_name_from_the_service_is_text_and_the_form_refuses_one(signed_in, sandbox):
     client = signed_in("operator")
-    answer = create_form(client, last_name="<script>alert(1)</script>")
-    page = client.get(answer.headers["Location"]).text
+    flow_id = sandbox.create(last_name="<script>alert(1)</script>")["flowId"]
+    page = client.get(f"/flows/{flow_id}").text
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    refused = create_form(client, last_name="<b>Mäkinen</b>")  # was sent as typed (found by a new user)
+    assert refused.status_code == 200
+    assert "A last name holds letters, spaces, hyphens, apostrophes and full stops only, not / &lt; &gt;" in (
+        refused.text
+    )
+    for name in ("O'Brien-Åsen", "Mäkinen", "d’Artagnan", "St. John", "Nguyễn", "Øvrebø", "李"):
+        assert create_form(client, last_name=name).status_code == 302, name
 
 
 # -- failures ----------------------------------------------------------------------------------
