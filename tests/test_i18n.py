@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from babel.messages.mofile import read_mo
 from babel.messages.pofile import read_po
-from support import sign_in
+from support import set_account_language, sign_in
 
 from portal import i18n
 from portal.i18n import MOST_WORDS_KEPT, request_words
@@ -140,3 +140,14 @@ def test_the_words_kept_for_a_language_stay_bounded(app):
             assert words(str, number) == str(number)
         assert words.gettext("Consent") == "Suostumus"
         assert 0 < len(i18n._SAID_IN["fi"]) <= MOST_WORDS_KEPT
+
+
+def test_the_finnish_tabs_of_the_flow_list_agree_in_number(app, make_user):
+    """ "Nykyiset", "Arkistoitu", "Kaikki": the archived tab read as one flow's state (found by a new user)."""
+    client = app.test_client()
+    username = make_user("viewer")
+    set_account_language(app, username, "fi")
+    sign_in(client, username)
+    for path in ("/flows", "/flows?archived=all&q=x"):
+        page = client.get(path, follow_redirects=True).text
+        assert ">Nykyiset</a>" in page and ">Arkistoidut</a>" in page and ">Kaikki</a>" in page, path
