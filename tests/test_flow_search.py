@@ -695,3 +695,16 @@ def test_a_search_for_a_person_the_portal_knows_no_flow_of_says_so_not_a_dash(em
     page = unescape(empty_index.get("/flows?q=811218-9876", follow_redirects=True).text)
     assert "Flows of the person whose national id was searched for" in page and "the portal knows no flow" in page
     assert "national id —" not in page
+
+
+def test_a_name_search_says_how_many_flows_it_cannot_find_by_name(world):
+    """A flow created elsewhere is listed without a name, so a search by name missed it and said nothing (found by a
+    new user)."""
+    world.sandbox.create(national_id="131052-308T", last_name="Virtanen")
+    assert world.get("/flows?limit=100").status_code == 200  # the list names no one
+    assert world.app.extensions["flow_index"].flush(10)
+    page = unescape(world.get("/flows?q=virtanen&archived=all").text)
+    assert "1 flow of these filters has no last name known to the portal yet" in page
+    named = unescape(world.get("/flows?q=bjorn&archived=false&status=Accepted").text)
+    assert 'data-testid="unnamed"' not in named, "the filters leave out the unnamed flow"
+    assert 'data-testid="unnamed"' not in world.get("/flows?q=LA-10001").text, "a reference: no name searched"

@@ -161,6 +161,13 @@ def status_counts(search: FlowSearch) -> dict[str | None, int]:
     return {status: count for status, count in counts.items() if count}
 
 
+def count_without_a_name(search: FlowSearch) -> int:
+    """How many flows a search's filters match whose last name the index does not know (their list items name no
+    one; a flow's own page does), capped at COUNT_CAP + 1: a search by name cannot find them."""
+    unnamed = [FlowRecord.last_name_key.is_(None), FlowRecord.erased_at.is_(None)]
+    return _capped_count([*_conditions(replace(search, text=None)), *unnamed])
+
+
 def _capped_count(conditions: list) -> int:
     capped = select(FlowRecord.id).where(*conditions).limit(COUNT_CAP + 1).subquery()
     return db.session.scalar(select(func.count()).select_from(capped)) or 0

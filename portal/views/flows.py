@@ -35,10 +35,11 @@ from ..flowapi import (
 )
 from ..flowindex.feed import saw_created, saw_detail, saw_page
 from ..flowindex.gapcheck import flag_gap, mark_unknown, portal_now, reconcile
-from ..flowindex.keys import read_national_id
+from ..flowindex.keys import name_key, read_national_id
 from ..flowindex.observations import from_summary, lifecycle_told
 from ..flowindex.search import (
     COUNT_CAP,
+    count_without_a_name,
     export_rows,
     flow_named,
     index_knows_reference,
@@ -219,6 +220,7 @@ def _search():
         count_cap=COUNT_CAP,
         person=person,
         meant=references_ending_in(query.text) if query.text and not page.rows and not query.positioned else [],
+        unnamed=count_without_a_name(query.search) if query.text and name_key(query.text) else 0,
         synced=last_listed(),
         now=utc_now(),
     )
