@@ -11,6 +11,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
 from . import database, requestid, staff_sessions
+from .access_log import FLOW_DETAIL, record_access
 from .database import DatabaseUnavailable
 from .extensions import db
 from .flowapi import (
@@ -28,8 +29,10 @@ from .flowapi import (
     UpstreamUnavailable,
     ValidationFailed,
 )
+from .flowindex.status import FlowStatus, status_of_record
 from .flowindex.store import index_record
 from .flowlinks import is_local_path, return_address
+from .models import FlowRecord
 
 log = logging.getLogger(__name__)
 DATABASE_RETRY_AFTER = 10  # seconds a webhook sender or a person is asked to wait while the database is away
@@ -194,12 +197,14 @@ def render_error(
     reason_from_identity_provider: bool = False,
     service_away: bool = False,
     heard_of: bool = False,
+    last_heard: tuple[FlowRecord, FlowStatus] | None = None,
 ):
     return render_template(
         "errors/error.html",
         status=status,
         service_away=service_away,
         heard_of=heard_of,
+        last_heard=last_heard,
         title=title,
         advice=advice,
         reason=reason,
@@ -255,7 +260,26 @@ def upstream_error_page(error: FlowApiError):
         reason_from_identity_provider=not error.reached_api,  # the token request failed, not the API call
         service_away=service_away(error),
         heard_of=isinstance(error, NotFound) and _flow_heard_of(),
+        last_heard=_last_heard_of_this_flow() if service_away(error) else None,
     )
+
+
+def _last_heard_of_this_flow() -> tuple[FlowRecord, FlowStatus] | None:
+    """A flow's page whose service is away: what the index last heard of the flow, for the error page to show (a
+    look at the person's data, so it goes into their access log as the flow's page would)."""
+    flow_id = (request.view_args or {}).get("flow_id")
+    if request.endpoint != "flows.detail" or not isinstance(flow_id, str) or database.database_unavailable():
+        return None
+    try:
+        record = index_record(flow_id)
+        if record is None:
+            return None
+        record_access(record.national_id_hash, FLOW_DETAIL, flow_id)
+    except (DBAPIError, PoolTimeout) as error:  # the database away too: the error page without it
+        db.session.rollback()
+        log.warning("the flow's last known state could not be read: %s", type(error).__name__)
+        return None
+    return record, status_of_record(record)
 
 
 def _flow_heard_of() -> bool:

@@ -520,6 +520,26 @@ def test_upstream_failures_are_pages_a_person_can_act_on(make_app, make_sandbox,
     assert "Traceback" not in page.text
 
 
+def test_a_flow_page_while_the_service_is_away_shows_what_the_portal_last_heard(make_app, make_sandbox):
+    """A 503 page with nothing of the flow, though the index had its reference, person and status (found by a new
+    user)."""
+    sandbox = make_sandbox()
+    client = staff_client(make_app, "viewer", sandbox_url=sandbox.url, FLOW_RETRY_BUDGET="0")
+    flow_id = sandbox.create(last_name="Østby")["flowId"]
+    assert client.get("/flows").status_code == 200  # the list says the consent status
+    assert client.get(f"/flows/{flow_id}").status_code == 200
+    client.application.extensions["flow_index"].flush(10)
+    sandbox.fault(mode="error", status=503)
+    page = client.get(f"/flows/{flow_id}")
+    assert page.status_code == 503 and 'data-testid="last-heard"' in page.text
+    heard = page.text.split('data-testid="last-heard"', 1)[1].split("</section>", 1)[0]
+    assert "Østby" in heard and "151086•••••" in heard and 'data-consent="Unopened"' in heard
+    with client.application.app_context():
+        assert db.session.query(AccessEntry).filter_by(kind="flow_detail", target=flow_id).count() == 2
+    unknown = client.get("/flows/0b7e0a52-3c1f-4d4e-9a0b-5a2f4c8d9e10")
+    assert unknown.status_code == 503 and 'data-testid="last-heard"' not in unknown.text
+
+
 @pytest.mark.parametrize(
     "fault",
     [{"mode": "error", "status": 503}, {"mode": "timeout", "seconds": 3}, {"mode": "rate_limit", "retry_after": 30}],
