@@ -708,3 +708,13 @@ def test_a_name_search_says_how_many_flows_it_cannot_find_by_name(world):
     named = unescape(world.get("/flows?q=bjorn&archived=false&status=Accepted").text)
     assert 'data-testid="unnamed"' not in named, "the filters leave out the unnamed flow"
     assert 'data-testid="unnamed"' not in world.get("/flows?q=LA-10001").text, "a reference: no name searched"
+
+
+def test_the_index_listed_without_a_search_counts_its_flows_without_saying_they_match(world):
+    """ "45 flows match" and Clear search, with nothing searched (found by a new user)."""
+    page = world.get("/flows?archived=all").text
+    count = re.search(r'data-testid="match-count">([^<]*)<', page)[1]
+    assert re.fullmatch(r"\d+ flows", count), count
+    assert "Clear search" not in page
+    searched = world.get("/flows?archived=all&q=bjorn").text
+    assert re.search(r'data-testid="match-count">\d+ flows? match', searched) and "Clear search" in searched
