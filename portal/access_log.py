@@ -109,7 +109,7 @@ def _id_spellings(body: str) -> Iterator[tuple[str, ...]]:
     try:
         document = json.loads(body.removeprefix("\ufeff"))
     except (ValueError, RecursionError):
-        yield from id_spellings_in_text(body)
+        yield from _ids_in_text(body)
         return
     yield from _id_spellings_in(document)
 
@@ -119,7 +119,7 @@ def _id_spellings_in(document, depth: int = 0) -> Iterator[tuple[str, ...]]:
         return
     if isinstance(document, dict):
         for key, value in document.items():
-            yield from id_spellings_in_text(key)
+            yield from _ids_in_text(key)
             if is_national_id_key(key) and isinstance(value, str):
                 yield (value,)
             yield from _id_spellings_in(value, depth + 1)
@@ -127,9 +127,18 @@ def _id_spellings_in(document, depth: int = 0) -> Iterator[tuple[str, ...]]:
         for item in document:
             yield from _id_spellings_in(item, depth + 1)
     elif isinstance(document, str):
-        yield from id_spellings_in_text(document)
+        yield from _ids_in_text(document)
     elif isinstance(document, int) and not isinstance(document, bool) and 10 <= len(str(document)) <= 12:
-        yield (str(document), f"0{document}")  # a number has lost any leading zero
+        digits = str(document)
+        yield (f"0{digits}",) if len(digits) == 10 else (digits,)  # ten digits: a Norwegian id that lost its 0
+
+
+def _ids_in_text(text: str) -> Iterator[tuple[str, ...]]:
+    """The ids a text names as masking reads them, but for ten digits standing bare: as often a phone number
+    ("0812189876") as a Swedish id, and an erasure must not take someone else's event for the person's."""
+    for spellings in id_spellings_in_text(text):
+        if not (len(spellings[0]) == 10 and spellings[0].isdigit()):
+            yield spellings
 
 
 MOST_NESTED = 64  # as deep as the receiver takes a body (webhooks.receiver.MAX_DEPTH)

@@ -20,6 +20,7 @@ from .database import changed_rows
 from .extensions import db
 from .flowindex.keys import NationalId, read_national_id
 from .insight_rollups import mark_flows
+from .masking import mask_document
 from .models import (
     AccessEntry,
     AuditEntry,
@@ -89,7 +90,8 @@ def export_document(found: SubjectRecords) -> dict:
         "subject_key": found.subject_key,
         "counts": found.counts(),
         "flows": [_row(record, exclude=("national_id_hash",)) for record in found.flows],
-        "events": [_row(event) | {"body": _json_or_text(event.body)} for event in found.events],
+        # A body may name other people beside this one (a co-applicant): every national id in it masked
+        "events": [_row(event) | {"body": mask_document(_json_or_text(event.body))} for event in found.events],
         "incidents": [_row(incident) for incident in found.incidents],
         "notifications": [_row(notice) | {"payload": _json_or_text(notice.payload)} for notice in found.notifications],
         "create_submissions": [_row(row, exclude=("token",)) for row in found.create_submissions],

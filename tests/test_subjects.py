@@ -83,7 +83,8 @@ def test_the_export_holds_exactly_that_persons_records(app, two_people):
     assert [flow["flow_id"] for flow in document["flows"]] == [two_people[PERSON]]
     assert two_people[OTHER] not in result.output and "811218" not in result.output
     assert {entry["kind"] for entry in document["access_log"]} == {"flow_detail", "reveal"}
-    assert any(event["body"]["data"].get("ssn") == PERSON for event in document["events"])
+    # every national id in an exported body masked: a body may name other people beside them (a re-check)
+    assert any(event["body"]["data"].get("ssn") == "151086•••••" for event in document["events"])
     with app.app_context():
         assert db.session.query(AuditEntry).filter_by(action="subject_export").count() == 1
 
@@ -138,6 +139,20 @@ def test_an_access_request_and_an_erasure_find_every_event_that_names_the_person
     with app.app_context():
         left = [event.body for event in db.session.query(WebhookEvent)]
     assert len(left) == 1 and "no id" in left[0]
+
+
+def test_an_access_request_gives_no_other_person_s_id_and_an_erasure_takes_no_one_else_s_event(app):
+    """Found by a re-check: an event naming a co-applicant went whole into the person's export, the other person's
+    national id in clear; and a phone number read as a Swedish id made an erasure delete another person's event."""
+    deliver(app, {"type": "note", "data": {"flowId": "elsewhere"}, "note": f"co-signer {PERSON}", "nationalId": OTHER})
+    deliver(app, {"type": "note", "data": {"flowId": "another"}, "contactPhone": "0812189876"})
+    exported = run(app, "export", PERSON).output
+    assert json.loads(exported)["counts"]["events"] == 1
+    assert OTHER not in exported and "8112189876" not in exported and "811218-••••" in exported
+    phone_owner = "200812189876"  # what the phone number reads as, a valid Swedish id
+    assert run(app, "erase", phone_owner, "--yes").exit_code == 0
+    with app.app_context():
+        assert db.session.query(WebhookEvent).count() == 2, "nobody's event erased for a phone number"
 
 
 def test_viewing_an_event_that_names_two_people_is_in_both_persons_access_logs(app, signed_in):
