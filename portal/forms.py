@@ -183,6 +183,9 @@ class CreateFlowForm(FlaskForm):
     submission = HiddenField(
         validators=[DataRequired(_l("The form is incomplete: reload the page.")), Length(max=64), printable]
     )
+    # Whose input this is (staff_sessions.typist_mark of the account the form was shown to): a form sent once its
+    # session ended, or once another account signed in at the browser, goes back to that account only.
+    typed_by = HiddenField(filters=[lambda value: (value or "")[:64]])
     # Asked for in a test environment when the number is not a synthetic one: nothing is sent before it is ticked.
     real_person = BooleanField(_l("The person agreed to take part with their real number"))
     # Asked for when the person has a flow still waiting for their answer (`open_flows`, set by the view).

@@ -148,6 +148,41 @@ def test_what_one_account_typed_is_not_offered_to_another_signing_in_on_its_page
     assert "15108695088" not in form and "Nordmann" not in form
 
 
+def test_a_form_sent_after_another_account_signed_in_at_the_browser_keeps_nothing_for_it(make_app, make_user, sandbox):
+    """Signed out in another tab and signed in there as someone else: the first tab's form, sent with its spent
+    token, came back filled in for the other account ("security token expired… what you typed is kept"; found by
+    a re-check)."""
+    app = make_app()
+    client, typist, other = app.test_client(), make_user("operator"), make_user("operator")
+    signed_in_with_csrf(client, typist)
+    page = client.get("/flows/new").text
+    typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
+    typed["typed_by"] = re.search(r'name="typed_by" type="hidden" value="([^"]+)"', page)[1]
+    client.post("/logout", data={"csrf_token": CSRF.search(page)[1]})
+    signed_in_with_csrf(client, other)
+    answer = client.post("/flows/new", data=typed)
+    assert answer.status_code == 400 and "15108695088" not in answer.text and "Nordmann" not in answer.text
+    assert "another account&#39;s: it is not kept" in answer.text
+    client.post("/logout", data={"csrf_token": CSRF.search(client.get("/flows/new").text)[1]})
+    signed_in_with_csrf(client, typist)
+    own = client.post("/flows/new", data=typed)
+    assert own.status_code == 400 and 'value="15108695088"' in own.text, "its own account still gets it back"
+
+
+def test_a_viewer_signing_in_on_a_page_carrying_another_s_input_hears_nothing_of_roles(make_app, make_user, sandbox):
+    app = make_app()
+    client, typist, viewer = app.test_client(), make_user("operator"), make_user("viewer")
+    signed_in_with_csrf(client, typist)
+    page = client.get("/flows/new").text
+    typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
+    client.post("/logout", data={"csrf_token": CSRF.search(page)[1]})
+    answer = client.post("/flows/new", data=typed)
+    signed_in = sign_in_on(answer.text, client, viewer, served_at="/flows/new")
+    assert signed_in.status_code == 302 and signed_in.headers["Location"].endswith("/flows")
+    listing = html.unescape(client.get("/flows").text)
+    assert "another account's: it is not kept" in listing and "Your role no longer" not in listing
+
+
 def test_an_operator_made_a_viewer_while_typing_is_told_the_form_was_not_sent(make_app, make_user, sandbox):
     """The role change ended the session; signed in again, the person met a bare 403 and the input was gone, with
     nothing said of the role (found by a new user)."""

@@ -737,6 +737,11 @@ def test_a_second_flow_for_a_person_with_one_waiting_asks_first(signed_in, sandb
     assert anyway.status_code == 302 and "/flows/" in anyway.headers["Location"]
     other = operator.post("/flows/new", data=form_data(operator, another_flow="", national_id="01019010046"))
     assert other.status_code == 302, "another person: no question"
+    sandbox.fault(mode="error", status=503, count=10)
+    failed = operator.post("/flows/new", data=form_data(operator, another_flow="y"))
+    assert failed.status_code in (502, 503, 504) and re.search(
+        r'<input checked[^>]*name="another_flow"', failed.text
+    ), "the tick kept when the form comes back for another reason (a re-check)"
 
 
 @pytest.mark.parametrize(

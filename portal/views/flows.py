@@ -68,7 +68,7 @@ from ..presentation import shown
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..roles import role_required
 from ..security import asked_here, asking_to_continue, followed_from_another_site
-from ..staff_sessions import keep_input_when_signed_out, typed_by, typed_here_by
+from ..staff_sessions import keep_input_when_signed_out, typed_by, typed_here_by, typist_mark
 from ..submissions import (
     SubmissionInProgress,
     SubmissionUnconfirmed,
@@ -528,11 +528,17 @@ def new():
     elif form.validate_on_submit():
         if not form.another_flow.data and (waiting := _flows_waiting_for(form)):
             form.open_flows = waiting  # the person would get a second consent request: asked first
-            return render_template("flows/new.html", form=form)
+            return _new_flow_page(form)
         return _create(form)
     elif form.submission.errors:  # sent without a usable token: the form as shown again gets one, for its next send
         form.submission.data = _new_submission_token()
-    return render_template("flows/new.html", form=form)
+    return _new_flow_page(form)
+
+
+def _new_flow_page(form: CreateFlowForm, status: int = 200):
+    """The New flow page, its form marked as the signed-in account's input."""
+    form.typed_by.data = typist_mark(current_user.id)
+    return render_template("flows/new.html", form=form), status
 
 
 @bp.errorhandler(CSRFError)
@@ -542,6 +548,9 @@ def expired_form(error: CSRFError):
         return sign_in_keeping_create_input() or csrf_error_page(error)
     if request.endpoint != "flows.new" or not current_user.can("operator"):
         return csrf_error_page(error)
+    if not typed_by(current_user.id, request.form.get("typed_by")):  # another account signed in meanwhile
+        flash(_("What was typed in the session that ended was another account's: it is not kept."), "info")
+        return _new_flow_page(CreateFlowForm(settings().create_countries, formdata=None), 400)
     flash(
         _(
             "The form's security token expired, so nothing was sent. "
@@ -549,7 +558,7 @@ def expired_form(error: CSRFError):
         ),
         "warning",
     )
-    return render_template("flows/new.html", form=CreateFlowForm(settings().create_countries)), 400
+    return _new_flow_page(CreateFlowForm(settings().create_countries), 400)
 
 
 def sign_in_keeping_create_input():
@@ -559,7 +568,9 @@ def sign_in_keeping_create_input():
     if request.endpoint != "flows.new" or request.method != "POST" or followed_from_another_site():
         return None
     typed = {field.short_name: request.form.get(field.short_name, "") for field in KeptCreateInput()}
-    form = LoginForm(formdata=None, next=url_for("flows.new"), kept=typed | {"typed_by": typed_here_by()})
+    form = LoginForm(
+        formdata=None, next=url_for("flows.new"), kept=typed | {"typed_by": typed["typed_by"] or typed_here_by()}
+    )
     if not form.kept.holds_input():
         return None
     flash(_("You were signed out, so nothing was sent. Sign in to go on: what you typed is kept."), "warning")
@@ -574,16 +585,16 @@ def kept_create_form(kept: KeptCreateInput):
     countries = settings().create_countries
     if not (countries and kept.holds_input()):
         return None
+    if not typed_by(current_user.id, kept.typed_by.data):
+        flash(_("What was typed in the session that ended was another account's: it is not kept."), "info")
+        return None if current_user.can("operator") else redirect(url_for("flows.index"))
     if not current_user.can("operator"):  # the role changed meanwhile, which ended the session
         flash(_("Your role no longer lets you create flows, so what you typed was not sent."), "warning")
         return redirect(url_for("flows.index"))
-    if not typed_by(current_user.id, kept.typed_by.data):
-        flash(_("What was typed in the session that ended was another account's: it is not kept."), "info")
-        return None
     values = kept.typed() | {"submission": _new_submission_token()}
     form = CreateFlowForm(countries, formdata=None, data=values)
     flash(_("You are signed in again. What you typed is kept: check it and select Create flow."), "info")
-    return render_template("flows/new.html", form=form)
+    return _new_flow_page(form)
 
 
 def _create_defaults() -> dict:
@@ -622,7 +633,7 @@ def _create(form: CreateFlowForm):
     except (ValidationFailed, Conflict) as error:
         forget_submission(form.submission.data)
         _attach_upstream_errors(form, error)
-        return render_template("flows/new.html", form=form), 409 if isinstance(error, Conflict) else 422
+        return _new_flow_page(form, 409 if isinstance(error, Conflict) else 422)
     except FlowApiError as error:
         return _not_confirmed(form, error)
     saw_created(created, form.national_id.data, form.country.data, form.last_name.data.strip(), current_user.username)
@@ -690,7 +701,7 @@ def _not_confirmed(form: CreateFlowForm, error: FlowApiError):
             ),
             "danger",
         )
-        return render_template("flows/new.html", form=form), upstream_status(error)
+        return _new_flow_page(form, upstream_status(error))
     # The service may have created the flow and failed to answer: keeping the token means
     # sending this form again cannot create a second one; it looks for the flow first (`_resent_unconfirmed`).
     mark_unconfirmed(form.submission.data)
@@ -701,7 +712,7 @@ def _not_confirmed(form: CreateFlowForm, error: FlowApiError):
         ),
         "warning",
     )
-    return render_template("flows/new.html", form=form), 504
+    return _new_flow_page(form, 504)
 
 
 def _resent_unconfirmed(form: CreateFlowForm, sent_at: datetime):
@@ -739,7 +750,7 @@ def _resent_unconfirmed(form: CreateFlowForm, sent_at: datetime):
 def _kept_unconfirmed(form: CreateFlowForm, message: str):
     """The form as typed, not sent again, with why."""
     flash(message, "warning")
-    return render_template("flows/new.html", form=form), 409
+    return _new_flow_page(form, 409)
 
 
 NOT_CREATED, UNSURE = "not created", "unsure"
