@@ -3,6 +3,7 @@ for the reader's spreadsheet (`for_spreadsheets`)."""
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,6 +17,7 @@ from .masking import mask_flow_id
 CHUNK_CHARS = 64 * 1024
 # A cell starting with one of these is run as a formula by spreadsheet programs (CSV injection).
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_AFTER_SEPARATOR = re.compile(r"([,;])([=+\-@\t\r])")
 
 
 def csv_cell(value) -> str:
@@ -33,6 +35,9 @@ class CsvForm:
 
     delimiter: str = ","
     byte_order_mark: bool = False
+    # Read with the other separator (a Nordic page opened with English settings), a cell holding "x,=1+2" splits,
+    # and its second part is a live formula: an apostrophe goes before a formula's sign after either separator too.
+    defuse_after_separators: bool = False
 
 
 PLAIN = CsvForm()  # for scripts: the commands' exports
@@ -43,7 +48,7 @@ def for_spreadsheets() -> CsvForm:
     UTF-8 as the Windows code page: "Ã˜stby"), and `;` between cells where the page's language writes a decimal
     comma (Norwegian, Swedish, Finnish), as Excel separates a list there; a comma in English."""
     decimal = get_decimal_symbol(request_words().language)
-    return CsvForm(delimiter=";" if decimal == "," else ",", byte_order_mark=True)
+    return CsvForm(delimiter=";" if decimal == "," else ",", byte_order_mark=True, defuse_after_separators=True)
 
 
 def csv_chunks(header: Iterable[str], rows: Iterable[Iterable], form: CsvForm = PLAIN) -> Iterator[str]:
@@ -54,7 +59,10 @@ def csv_chunks(header: Iterable[str], rows: Iterable[Iterable], form: CsvForm = 
     writer = csv.writer(buffer, delimiter=form.delimiter)
     writer.writerow(header)
     for row in rows:
-        writer.writerow([csv_cell(value) for value in row])
+        cells = [csv_cell(value) for value in row]
+        writer.writerow(
+            [_FORMULA_AFTER_SEPARATOR.sub(r"\1'\2", cell) for cell in cells] if form.defuse_after_separators else cells
+        )
         if buffer.tell() >= CHUNK_CHARS:
             yield buffer.getvalue()
             buffer.seek(0)

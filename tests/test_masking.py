@@ -21,7 +21,7 @@ from stdnum.no import fodselsnummer
 from stdnum.se import personnummer
 from support import add_user, deliver_signed, sign_in
 
-from portal.csvexport import csv_cell
+from portal.csvexport import CsvForm, csv_cell, csv_chunks
 from portal.extensions import db
 from portal.masking import is_national_id_key, mask_document, mask_flow_id, mask_national_id, mask_text
 from portal.models import FlowRecord, WebhookEvent
@@ -531,3 +531,14 @@ def test_the_migration_replaces_old_masks_with_the_birth_date_part(make_app, dat
         upgrade()
         stored = dict(db.session.execute(db.select(FlowRecord.flow_id, FlowRecord.national_id_masked)).all())
     assert stored == {f"old-{number}": row[3] for number, row in enumerate(old_rows)}
+
+
+@pytest.mark.parametrize("delimiter", [";", ","])
+def test_a_spreadsheet_csv_keeps_a_formula_in_a_cell_whichever_separator_it_is_read_with(delimiter):
+    """A Norwegian download separated by ';' left "Kunde ringte,=1+2*3" unquoted: read with ',' (English settings)
+    its second part was a live formula (found by a re-check)."""
+    form = CsvForm(delimiter=delimiter, byte_order_mark=True, defuse_after_separators=True)
+    text = "".join(csv_chunks(["purpose", "who"], [["Other: Kunde ringte,=1+2*3", "anna;=SUM(A1)"]], form))
+    for reading_with in (";", ","):
+        for row in csv.reader(io.StringIO(text.removeprefix("\ufeff")), delimiter=reading_with):
+            assert not any(cell.startswith(("=", "+", "-", "@")) for cell in row), (reading_with, row)
