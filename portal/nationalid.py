@@ -150,6 +150,15 @@ def _stdnum_valid(country: str, value: str) -> str:
     return NUMBERS[country][0].validate(value)
 
 
+def _swedish_birth_date(number: str) -> date:
+    """The birth date a personnummer says. Written with ten digits it names no century: "-" says under a hundred
+    years old, so a date that would lie ahead (python-stdnum puts 261218-1236 in 2026) is a century earlier."""
+    born = personnummer.get_birth_date(number)
+    if sum(char.isdigit() for char in number) == 10 and born > date.today():
+        born = born.replace(year=born.year - 100)
+    return born
+
+
 def _tenor_as_real(number: str) -> str:
     """A Tenor number with its month brought back (month - 80), for reading the birth date."""
     return f"{number[:2]}{int(number[2:4]) - 80:02d}{number[4:]}"
@@ -161,7 +170,7 @@ def number_birth_date(country: str, number: str) -> date | None:
         if country == "no":
             return fodselsnummer.get_birth_date(_tenor_as_real(number) if int(number[2:4]) > 80 else number)
         if country == "se":
-            return personnummer.get_birth_date(number)
+            return _swedish_birth_date(number)
         century = _FI_CENTURY[number[6].upper()]
         return date(century + int(number[4:6]), int(number[2:4]), int(number[:2]))
     except (ValidationError, ValueError, KeyError):

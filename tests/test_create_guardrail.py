@@ -155,3 +155,10 @@ def test_a_number_of_someone_born_in_the_future_is_no_valid_id(country, number):
     """python-stdnum takes them (found by a new user, whose search for one was run and audited)."""
     with pytest.raises(NationalIdProblem, match="date of birth or individual number is not possible"):
         validate_national_id(country, number)
+
+
+def test_a_ten_digit_personnummer_whose_date_is_ahead_this_century_is_last_century_s():
+    """261218-1236 read as born 18 Dec 2026 was refused as born in the future: a 99-year-old's number (found by a
+    re-check)."""
+    assert validate_national_id("se", "261218-1236")
+    assert birth_date_of("se", "261218-1236") == date(1926, 12, 18)
