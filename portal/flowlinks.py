@@ -3,13 +3,14 @@
 A flow id in the spec's form (a UUID) goes in as it is. A service that names flows otherwise may name one by a
 national id; masked on every page, it would still stand in the address bar, the browser's history, a Referer
 and the server's access log. Such an id goes into URLs sealed instead: `~` and the id encrypted with a key
-derived from PORTAL_SECRET_KEY (AES-SIV, deterministic: one flow keeps one address, so bookmarks and history
-work). A sealed id this portal did not make, or made under another secret key, opens nothing (404).
+derived from PORTAL_SECRET_KEY (AES-SIV with a random nonce: another seal every time, so no one can have the portal
+seal a guess and compare it with a seal seen on a page, in a history or a log; a bookmark still opens). A sealed id
+this portal did not make, or made under another secret key, opens nothing (404).
 
 The same seal keeps other text that holds a national id out of addresses: search text and filters (`sent_whole`:
-one typed whole is redirected to its sealed form) and a page's own address in its `next` fields (`return_address`,
-opened and sealed again on the way back by `sealed_address`). A `next` address is sealed with a random nonce
-instead: it is made for signed-out requests too, and anyone could otherwise make the seal of a guess to compare.
+one typed whole is redirected to a sealed form) and a page's own address in its `next` fields (`return_address`,
+opened and sealed again on the way back by `sealed_address`). Where a key must stay the same for the same flow (a
+reveal grant in the session cookie), `cookie_key` gives a keyed hash instead.
 """
 
 import base64
@@ -117,7 +118,8 @@ def from_url_form(text: str) -> str | None:
 def sent_whole(value: str, sent: str) -> bool:
     """Whether `value` (a query parameter as read) reads as a national id and `sent` gave it as typed, not sealed:
     the view redirects to the sealed address, to take it out of the address bar and the browser's history."""
-    return hidden_in_urls(value) and not sent.strip().startswith(SEALED)
+    sent = sent.strip()
+    return hidden_in_urls(value) and not (sent.startswith(SEALED) and from_url_form(sent) == value)
 
 
 def left_untidy(args, defaults: dict[str, str] | None = None) -> bool:

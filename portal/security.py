@@ -68,7 +68,8 @@ def asked_here(view: Callable) -> Callable:
             return view(*args, **kwargs)
         here = request.full_path.rstrip("?")
         if return_address(here) != here:  # a national id in the address: out of it (history, Referer) first
-            return redirect(sealed_address(here))
+            sealed = sealed_address(here)  # its values sealed; one in a parameter's name stays: the path alone then
+            return redirect(sealed if return_address(sealed) == sealed else request.path)
         return asking_to_continue()
 
     return checked
