@@ -53,8 +53,9 @@ def http_url(form, field) -> None:
         raise ValidationError(_("Enter a full address starting with https:// (or http://), without spaces."))
 
 
-# Besides letters and their accents (any script): what names are written with.
-NAME_PUNCTUATION = frozenset(" -'.\u2019\u02bc\u2010")  # space, hyphen, apostrophes, full stop
+# Besides letters and their accents (any script): what names are written with. Space; hyphens and dashes (- ‐ ‑ –);
+# apostrophes as keyboards type them (' ’ ʼ ‘ ´ `); full stop; brackets for a name one was born with ("(f. Berg)").
+NAME_PUNCTUATION = frozenset(" -\u2010\u2011\u2013'\u2019\u02bc\u2018\u00b4`.()")
 
 
 def written_as_a_name(form, field) -> None:
@@ -64,7 +65,8 @@ def written_as_a_name(form, field) -> None:
     if odd:
         raise ValidationError(
             _(
-                "A last name holds letters, spaces, hyphens, apostrophes and full stops only, not %(characters)s.",
+                "A last name holds letters, spaces, hyphens, apostrophes, full stops and brackets only, "
+                "not %(characters)s.",
                 characters=" ".join(odd),
             )
         )
