@@ -206,6 +206,7 @@ class CreateFlowForm(FlaskForm):
         )
         self.birth_date: date | None = None  # read from a valid number, shown for a visual check
         self.open_flows: list = []  # the person's flows not done, when the form stops to ask about another one
+        self.check_refused = False  # over the limit of look-ups by national id: asked without looking
 
     def validate_national_id(self, field) -> None:
         country = self.country.data

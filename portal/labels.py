@@ -102,6 +102,7 @@ ACCESS_TARGET_LABELS = {
     "flow search": _l("flow search"),
     "flows export": _l("flows export"),
     "access log look-up": _l("access log look-up"),
+    "new flow form": _l("New flow form (the person's flows waiting for an answer)"),
 }
 _EVENT_TARGET = re.compile(r"event ([0-9]{1,19})")
 

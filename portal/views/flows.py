@@ -226,22 +226,29 @@ def _search():
     )
 
 
+def _person_looked_up(person: str):
+    """Count a look-up of a person by national id against this staff member's limit (a person once an hour);
+    None when already counted within the hour, else the limit's verdict. ThrottleUnavailable when it cannot tell."""
+    searched = f"{current_user.id}:{person}"
+    if throttle().used_up("national-id-searched", PERSON_SEARCHED_LATELY, searched):
+        return None
+    verdict = throttle().attempt("national-id-search", NATIONAL_ID_SEARCHES_PER_USER, str(current_user.id))
+    if verdict.allowed:
+        throttle().attempt("national-id-searched", PERSON_SEARCHED_LATELY, searched)
+    return verdict
+
+
 def _refused_person_search(person: str):
     """The search page without the search, saying why, once this staff member has searched by too many national ids
     lately. Each person counts once an hour (`person`: the id's keyed hash), however often their results are read:
     pages, filters, Back, a reload; a guess is a new person every time. Counted from the id typed on, before the
     redirect to the hash's address: that address is the same for the same id, so it would answer a guess too."""
-    searched = f"{current_user.id}:{person}"
     try:
-        if throttle().used_up("national-id-searched", PERSON_SEARCHED_LATELY, searched):
-            return None  # counted within the hour
-        verdict = throttle().attempt("national-id-search", NATIONAL_ID_SEARCHES_PER_USER, str(current_user.id))
-        if verdict.allowed:
-            throttle().attempt("national-id-searched", PERSON_SEARCHED_LATELY, searched)
+        verdict = _person_looked_up(person)
     except ThrottleUnavailable:
         flash(_("A search by national id cannot be made just now: try again in a minute."), "danger")
         return redirect(url_for("flows.index", archived="all"))
-    if verdict.allowed:
+    if verdict is None or verdict.allowed:
         return None
     log.warning("national-id searches refused for user %s: over the limit", current_user.id)
     minutes = math.ceil(verdict.retry_after / 60)
@@ -526,9 +533,10 @@ def new():
     if not countries:
         flash(_("No create scope is configured (FLOW_SCOPES), so no flow can be created."), "warning")
     elif form.validate_on_submit():
-        if not form.another_flow.data and (waiting := _flows_waiting_for(form)):
-            form.open_flows = waiting  # the person would get a second consent request: asked first
-            return _new_flow_page(form)
+        if not form.another_flow.data:
+            form.open_flows = _flows_waiting_for(form)
+            if form.open_flows or form.check_refused:  # a second consent request for the person: asked first
+                return _new_flow_page(form)
         return _create(form)
     elif form.submission.errors:  # sent without a usable token: the form as shown again gets one, for its next send
         form.submission.data = _new_submission_token()
@@ -641,6 +649,9 @@ def _create(form: CreateFlowForm):
     return _created(form.submission.data, created)
 
 
+NEW_FLOW_FORM = "new flow form"  # where the person's open flows were seen, in their access log
+
+
 def _flows_waiting_for(form: CreateFlowForm) -> list[FlowRecord]:
     """The flows of the form's person still waiting for their answer, as the index knows them; each look at them
     is in the person's access log."""
@@ -648,15 +659,23 @@ def _flows_waiting_for(form: CreateFlowForm) -> list[FlowRecord]:
     if number is None:
         return []
     person = number.keyed_hash(settings().index_key)
+    try:  # a look-up by national id like a search: counted against the same limit, so no free oracle either
+        verdict = _person_looked_up(person)
+    except ThrottleUnavailable:
+        verdict = False
+    if verdict is False or (verdict is not None and not verdict.allowed):
+        form.check_refused = True  # not looked up: asked about as if a flow could be waiting
+        return []
     waiting = open_flows_of(person)
-    for flow in waiting:
-        record_access(person, SEARCH, f"new flow: open flow {flow.flow_id}")
+    if waiting:
+        record_access(person, SEARCH, NEW_FLOW_FORM)
     return waiting
 
 
 def _audit_create(form: CreateFlowForm, created) -> None:
     person = mask_national_id(form.national_id.data)
-    record_audit(current_user.username, "create_flow", f"{created.flow_id or created.reference_id} ({person})")
+    another = " · another flow for the person, asked for" if form.another_flow.data else ""
+    record_audit(current_user.username, "create_flow", f"{created.flow_id or created.reference_id} ({person}){another}")
 
 
 def _created(token: str, created):
