@@ -433,9 +433,18 @@ def test_a_completed_flow_the_list_does_not_show_says_the_answer_is_not_seen_yet
     assert app.extensions["flow_index"].flush(10)
     flow.status = "Accepted"
     alt.set(items="empty")  # and now shows no flow by its id
+    asked = alt.counts["list"]
     page = client.get(f"/flows/{flow.id}").text
     assert "the individual has answered, but the portal has not yet seen" in page
     assert 'data-testid="consent-time"' not in page
+    assert alt.counts["list"] > asked, "the page asked the list"
+    asked = alt.counts["list"]
+    assert "has not yet seen" in client.get(f"/flows/{flow.id}").text
+    assert alt.counts["list"] == asked, "not again at every view (a re-check)"
+    clock = app.extensions["portal.clock"]
+    app.extensions["portal.clock"] = lambda: clock() + 301
+    client.get(f"/flows/{flow.id}")
+    assert alt.counts["list"] > asked, "again after a while"
 
 
 def test_a_failed_create_says_why_in_the_pages_language(make_app):

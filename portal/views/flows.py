@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
 from flask_login import current_user
@@ -419,12 +419,25 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
 def _consent_from_the_list(flow: FlowDetail) -> bool:
     """A completed flow whose answer the portal has not seen: its item in the service's list, which alone says
     the consent status, written to the index as the list's word (not as heard: a change no event told of stays a
-    gap). Whether the list showed it."""
+    gap). Whether the list showed it. A list that did not show it is not asked again for a while: each view of the
+    page would otherwise cost its few list calls again (Refresh still asks)."""
+    missed = current_app.extensions.setdefault("portal.list_misses", {})  # flow id -> when the list did not show it
+    now = current.clock()()
+    if now - missed.get(flow.flow_id, -math.inf) < LIST_ASKED_AGAIN_AFTER:
+        return False
     listed = _listed(flow)
-    if listed is not None:
-        observation = from_summary(*listed, portal_now())
-        apply_observations([observation] if observation else [], settings().index_key)
-    return listed is not None
+    if listed is None:
+        if len(missed) >= MOST_LIST_MISSES_KEPT:
+            missed.clear()
+        missed[flow.flow_id] = now
+        return False
+    observation = from_summary(*listed, portal_now())
+    apply_observations([observation] if observation else [], settings().index_key)
+    return True
+
+
+LIST_ASKED_AGAIN_AFTER = 300  # seconds
+MOST_LIST_MISSES_KEPT = 1024
 
 
 def _disagreements(flow: FlowDetail, record: FlowRecord | None, person: str | None) -> list[str]:
