@@ -91,14 +91,9 @@ def sign_in_form(page: str, served_at: str) -> tuple[str, dict[str, str]]:
     return (html.unescape(action[1]) if action else served_at), fields
 
 
-@pytest.mark.parametrize("ended_by", ["sign_out", "idle"])
-def test_a_create_sent_after_the_session_ended_keeps_what_was_typed_through_the_sign_in(
-    make_app, make_user, sandbox, ended_by
-):
-    """Signed out in another tab (or idle) while typing a new flow: the form sent then gave "Your session expired",
-    and what was typed was gone after signing in (found by a new user)."""
-    app = make_app()
-    client, username = app.test_client(), make_user("operator")
+def sent_after_the_session_ended(app, client, username: str, ended_by: str = "sign_out"):
+    """`username` types a new flow, its session ends (signed out in another tab, or idle) and the form is sent:
+    the answer (the sign-in page carrying what was typed)."""
     signed_in_with_csrf(client, username)
     page = client.get("/flows/new").text
     typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
@@ -109,6 +104,18 @@ def test_a_create_sent_after_the_session_ended_keeps_what_was_typed_through_the_
         app.extensions["portal.clock"] = lambda: clock() + 3 * 3600  # past the idle timeout
     answer = client.post("/flows/new", data=typed)
     app.extensions["portal.clock"] = clock
+    return answer
+
+
+@pytest.mark.parametrize("ended_by", ["sign_out", "idle"])
+def test_a_create_sent_after_the_session_ended_keeps_what_was_typed_through_the_sign_in(
+    make_app, make_user, sandbox, ended_by
+):
+    """Signed out in another tab (or idle) while typing a new flow: the form sent then gave "Your session expired",
+    and what was typed was gone after signing in (found by a new user)."""
+    app = make_app()
+    client, username = app.test_client(), make_user("operator")
+    answer = sent_after_the_session_ended(app, client, username, ended_by)
     assert answer.status_code == 401 and "what you typed is kept" in answer.text
     assert 'name="username"' in answer.text
     mistyped = sign_in_on(answer.text, client, username, password="not it", served_at="/flows/new")
@@ -130,16 +137,7 @@ def test_what_one_account_typed_is_not_offered_to_another_signing_in_on_its_page
     signed in again. What you typed is kept" (found by a re-check)."""
     app = make_app()
     client, typist, other = app.test_client(), make_user("operator"), make_user("operator")
-    signed_in_with_csrf(client, typist)
-    page = client.get("/flows/new").text
-    typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
-    if ended_by == "sign_out":
-        client.post("/logout", data={"csrf_token": CSRF.search(page)[1]})
-    clock = app.extensions["portal.clock"]
-    if ended_by == "idle":
-        app.extensions["portal.clock"] = lambda: clock() + 3 * 3600
-    answer = client.post("/flows/new", data=typed)
-    app.extensions["portal.clock"] = clock
+    answer = sent_after_the_session_ended(app, client, typist, ended_by)
     assert answer.status_code == 401 and 'value="15108695088"' in answer.text
     signed_in = sign_in_on(answer.text, client, other, served_at="/flows/new")
     assert signed_in.status_code == 302 and signed_in.headers["Location"].endswith("/flows/new")
@@ -172,11 +170,7 @@ def test_a_form_sent_after_another_account_signed_in_at_the_browser_keeps_nothin
 def test_a_viewer_signing_in_on_a_page_carrying_another_s_input_hears_nothing_of_roles(make_app, make_user, sandbox):
     app = make_app()
     client, typist, viewer = app.test_client(), make_user("operator"), make_user("viewer")
-    signed_in_with_csrf(client, typist)
-    page = client.get("/flows/new").text
-    typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
-    client.post("/logout", data={"csrf_token": CSRF.search(page)[1]})
-    answer = client.post("/flows/new", data=typed)
+    answer = sent_after_the_session_ended(app, client, typist)
     signed_in = sign_in_on(answer.text, client, viewer, served_at="/flows/new")
     assert signed_in.status_code == 302 and signed_in.headers["Location"].endswith("/flows")
     listing = html.unescape(client.get("/flows").text)
@@ -207,11 +201,7 @@ def test_reloading_the_form_a_sign_in_gave_back_shows_it_again_not_session_expir
     "Your session expired" and what was typed was gone (found by a re-check)."""
     app = make_app()
     client, username = app.test_client(), make_user("operator")
-    signed_in_with_csrf(client, username)
-    page = client.get("/flows/new").text
-    typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
-    client.post("/logout", data={"csrf_token": CSRF.search(page)[1]})
-    answer = client.post("/flows/new", data=typed)
+    answer = sent_after_the_session_ended(app, client, username)
     target, fields = sign_in_form(answer.text, "/flows/new")
     sent = fields | {"username": username, "password": PASSWORD}
     assert "What you typed is kept" in client.post(target, data=sent).text
@@ -229,11 +219,7 @@ def test_changing_the_language_on_the_sign_in_page_that_carries_input_keeps_it(m
     """The language chosen on the sign-in page that carried a New flow form's input threw the input away."""
     app = make_app()
     client, username = app.test_client(), make_user("operator")
-    signed_in_with_csrf(client, username)
-    page = client.get("/flows/new").text
-    typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
-    client.post("/logout", data={"csrf_token": CSRF.search(page)[1]})
-    answer = client.post("/flows/new", data=typed)
+    answer = sent_after_the_session_ended(app, client, username)
     language_form = answer.text[answer.text.index('<form method="post" action="/language"') :]
     target, fields = sign_in_form(language_form, "/flows/new")
     assert target == "/language"
