@@ -286,7 +286,7 @@ def test_insights_need_a_signed_in_user(make_portal):
     answer = app.test_client().get("/insights")
     assert answer.status_code == 302 and answer.headers["Location"].startswith("/login")
     page = viewer(app).get("/insights")
-    assert page.status_code == 200 and '<a class="nav-link" href="/insights">Insights</a>' in page.text
+    assert page.status_code == 200 and 'aria-current="true" href="/insights">Insights</a>' in page.text
 
 
 def test_presets_are_links_and_typed_days_always_make_a_custom_range(make_portal):
