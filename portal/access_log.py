@@ -18,6 +18,7 @@ from .flowindex.keys import read_national_id
 from .masking import id_spellings_in_text, is_national_id_key
 from .models import AccessEntry, FlowRecord
 from .paging import KeysetPage, newest_first
+from .webhooks.receiver import MAX_DEPTH
 
 FLOW_DETAIL = "flow_detail"
 REVEAL = "reveal"
@@ -115,7 +116,7 @@ def _id_spellings(body: str) -> Iterator[tuple[str, ...]]:
 
 
 def _id_spellings_in(document, depth: int = 0) -> Iterator[tuple[str, ...]]:
-    if depth > MOST_NESTED:
+    if depth > MAX_DEPTH:  # as deep as the receiver takes a body
         return
     if isinstance(document, dict):
         for key, value in document.items():
@@ -139,9 +140,6 @@ def _ids_in_text(text: str) -> Iterator[tuple[str, ...]]:
     for spellings in id_spellings_in_text(text):
         if not (len(spellings[0]) == 10 and spellings[0].isdigit()):
             yield spellings
-
-
-MOST_NESTED = 64  # as deep as the receiver takes a body (webhooks.receiver.MAX_DEPTH)
 
 
 def _who() -> tuple[str, str | None]:

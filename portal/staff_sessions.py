@@ -14,7 +14,7 @@ from typing import Any
 from authlib.integrations.flask_client import OAuth
 from flask import Flask, current_app, flash, g, redirect, request, session, url_for
 from flask_babel import lazy_gettext as _l
-from flask_login import current_user, login_user, logout_user
+from flask_login import current_user, login_user
 from flask_wtf.csrf import generate_csrf
 
 from . import current
@@ -44,7 +44,6 @@ SESSION_KEYS = ("_user_id", "_fresh", "_id", "sv", "since", "seen", "csrf_token"
 # The sign-in page's own address carries the way back; gunicorn refuses a request line over 4,094 bytes (414).
 LONGEST_WAY_BACK = 2000
 SEEN_EVERY = 60  # seconds: the idle clock is written back at most this often, not on every request
-SIGNED_OUT_MARK = "signed_out"
 
 
 def init_app(app: Flask, settings: Settings) -> None:
@@ -107,25 +106,10 @@ def end_session(user_id: int) -> None:
         session.pop(key, None)
 
 
-def sign_out_here(user_id: int) -> None:
-    """End every session of the account and this browser's, remembering here only a mark of whose session it was:
-    input the account typed and sent signed out is offered back to it alone (`typed_here_by`)."""
-    end_session(user_id)
-    logout_user()
-    session[SIGNED_OUT_MARK] = typist_mark(user_id)
-
-
 def typist_mark(user_id: int) -> str:
     """A keyed mark of an account, for a page or a cookie to say whose input it carries without naming the account."""
     key = current_app.secret_key
     return hmac.new(str(key).encode(), f"typed-by:{user_id}".encode(), "sha256").hexdigest()[:32]
-
-
-def typed_here_by() -> str:
-    """The mark of the account whose session in this browser just ended ("" when none is known): it found its
-    session ended on this request, or it signed out here."""
-    ended_for = g.get("session_ended_for")
-    return typist_mark(ended_for) if ended_for is not None else session.get(SIGNED_OUT_MARK, "")
 
 
 def typed_by(user_id: int, mark: str | None) -> bool:
@@ -163,7 +147,7 @@ def _load_user(user_id: str) -> StaffMember | None:
         return None
     problem = _session_problem(user)
     if problem:
-        g.session_ended, g.session_ended_for = problem, user.id
+        g.session_ended = problem
         for key in SESSION_KEYS:
             session.pop(key, None)
         return None

@@ -21,6 +21,7 @@ TYPED = {
     "real_person": "y",
 }
 CSRF = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')
+TYPED_BY = re.compile(r'name="typed_by" type="hidden" value="([^"]+)"')
 
 
 def new_form_token(client) -> str:
@@ -97,6 +98,7 @@ def sent_after_the_session_ended(app, client, username: str, ended_by: str = "si
     signed_in_with_csrf(client, username)
     page = client.get("/flows/new").text
     typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
+    typed["typed_by"] = TYPED_BY.search(page)[1]  # whose input it is, as the browser sends the form
     if ended_by == "sign_out":
         client.post("/logout", data={"csrf_token": CSRF.search(page)[1]})
     clock = app.extensions["portal.clock"]
@@ -155,7 +157,7 @@ def test_a_form_sent_after_another_account_signed_in_at_the_browser_keeps_nothin
     signed_in_with_csrf(client, typist)
     page = client.get("/flows/new").text
     typed = {**TYPED, "submission": new_form_token(client), "csrf_token": CSRF.search(page)[1]}
-    typed["typed_by"] = re.search(r'name="typed_by" type="hidden" value="([^"]+)"', page)[1]
+    typed["typed_by"] = TYPED_BY.search(page)[1]
     client.post("/logout", data={"csrf_token": CSRF.search(page)[1]})
     signed_in_with_csrf(client, other)
     answer = client.post("/flows/new", data=typed)

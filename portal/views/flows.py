@@ -68,7 +68,7 @@ from ..presentation import shown
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..roles import role_required
 from ..security import asked_here, asking_to_continue, followed_from_another_site
-from ..staff_sessions import keep_input_when_signed_out, typed_by, typed_here_by, typist_mark
+from ..staff_sessions import keep_input_when_signed_out, typed_by, typist_mark
 from ..submissions import (
     SubmissionInProgress,
     SubmissionUnconfirmed,
@@ -589,9 +589,7 @@ def sign_in_keeping_create_input():
     if request.endpoint != "flows.new" or request.method != "POST" or followed_from_another_site():
         return None
     typed = {field.short_name: request.form.get(field.short_name, "") for field in KeptCreateInput()}
-    form = LoginForm(
-        formdata=None, next=url_for("flows.new"), kept=typed | {"typed_by": typed["typed_by"] or typed_here_by()}
-    )
+    form = LoginForm(formdata=None, next=url_for("flows.new"), kept=typed)
     if not form.kept.holds_input():
         return None
     flash(_("You were signed out, so nothing was sent. Sign in to go on: what you typed is kept."), "warning")

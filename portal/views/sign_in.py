@@ -16,7 +16,7 @@ from ..i18n import LANGUAGES, language_changed
 from ..masking import mask_text
 from ..models import User
 from ..security import followed_from_another_site
-from ..staff_sessions import begin_session, sign_out_here, staff_sso
+from ..staff_sessions import begin_session, end_session, staff_sso
 from ..throttle import ThrottleUnavailable, client_address, count_sign_in_attempt, signed_in_well
 
 bp = Blueprint("auth", __name__)
@@ -108,7 +108,7 @@ def logout():
     if ConfirmForm().validate_on_submit():
         if current_user.is_authenticated:
             record_audit(current_user.username, "sign_out", "every session", commit=False)
-            sign_out_here(current_user.id)  # commits the audit row with the session version
+            end_session(current_user.id)  # commits the audit row with the session version
         logout_user()
         flash(_("You are signed out, in every browser."), "info")
     return redirect(url_for("auth.login"))
