@@ -181,6 +181,26 @@ def test_a_long_last_name_wraps_on_a_phone(page, stack):
     assert page.get_by_test_id("last-name").bounding_box()["width"] <= PHONE["width"]
 
 
+def test_masked_national_ids_stay_on_one_line_in_a_small_window(page, stack):
+    """A Swedish id of twelve digits ("19701231-••••") broke after its hyphen in the live list (found by a new
+    user at 1280 px): each id is read as one word, on one line, in both lists."""
+    sign_in(page, stack, "admin")
+    page.set_viewport_size({"width": 800, "height": 800})  # a small window: the column is shown from 768 px
+    for path in ("/flows?limit=50", "/flows?q=19701231-9872"):  # the live list, the index's search
+        page.goto(stack.url + path)
+        cells = page.locator(".flows-table tbody tr td.font-monospace")
+        expect(cells.first).to_be_visible()
+        heights = cells.evaluate_all(
+            "(cells) => cells.map((cell) => { const text = document.createRange(); text.selectNodeContents(cell);"
+            " return [cell.textContent.trim(), text.getBoundingClientRect().height,"
+            " parseFloat(getComputedStyle(cell).lineHeight)]; })"
+        )
+        assert any(len(text) == 13 for text, _, _ in heights), heights  # a Swedish id of twelve digits is there
+        broken = [text for text, height, line in heights if height > 1.5 * line]
+        assert not broken, (path, broken)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 800, path  # and the table still fits
+
+
 def test_long_usernames_keep_every_row_s_controls_on_a_phone(page, stack):
     """An 80-character name (the most the form takes) or an e-mail address wraps: every role select and button of
     the accounts list stays on a phone's screen."""
