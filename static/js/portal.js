@@ -45,6 +45,21 @@ document.addEventListener("DOMContentLoaded", () => {
       }
     });
   }
+  // The administration entries (a <details>, which opens and closes by itself): closed again by a click elsewhere or
+  // by Escape, which returns to its summary, as a menu does.
+  const adminEntries = document.querySelector("details.admin-entries");
+  if (adminEntries) {
+    document.addEventListener("click", (event) => {
+      if (adminEntries.open && !adminEntries.contains(event.target)) adminEntries.open = false;
+    });
+    adminEntries.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && adminEntries.open) {
+        event.stopPropagation(); // the folded main menu stays open
+        adminEntries.open = false;
+        adminEntries.querySelector("summary").focus();
+      }
+    });
+  }
   // Copy buttons beside shortened flow ids: the whole id to the clipboard, else selected for Ctrl+C.
   const copyButtons = document.querySelectorAll("button[data-copy]");
   if (copyButtons.length) {
