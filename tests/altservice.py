@@ -52,7 +52,7 @@ CHOICES = {
         "empty_then_seen",
     ),
     "has_more": ("bool", "missing", "string"),
-    "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case"),
+    "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case", "numbered"),
     "archived_default": ("current", "all"),
     "error_style": ("design", "problem", "errors_array", "rails", "google", "fastapi", "bare_array", "java", "text"),
     "create": (
@@ -68,9 +68,27 @@ CHOICES = {
         "bad_gzip",
         "ok_with_error",
         "success_false",
+        "jsend_error",
+        "jsend_fail",
+        "operation_location",
+        "task_id",
+        "text_created",
+        "see_other",
+        "enveloped",
     ),
-    "detail": ("spec", "quirky", "offset_times", "upper_case", "disagreeing", "other_id", "upper_id", "id_on_flow"),
-    "token": ("ok", "refuse", "invalid_request", "unavailable", "endless"),
+    "detail": (
+        "spec",
+        "quirky",
+        "offset_times",
+        "upper_case",
+        "disagreeing",
+        "other_id",
+        "upper_id",
+        "id_on_flow",
+        "american",
+        "latin1",
+    ),
+    "token": ("ok", "refuse", "invalid_request", "unavailable", "endless", "redirect"),
     "list_body": ("whole", "endless", "trickle"),
 }
 
@@ -315,8 +333,8 @@ def error_response(style: str, status: int, code: str, message: str, problems=()
     return Response("\n".join(lines) + "\n", status, content_type="text/plain; charset=utf-8")
 
 
-def _json(body, status: int, content_type: str = "application/json") -> Response:
-    return Response(json.dumps(body), status, content_type=content_type)
+def _json(body, status: int, content_type: str = "application/json", headers: dict | None = None) -> Response:
+    return Response(json.dumps(body), status, content_type=content_type, headers=headers)
 
 
 class Refused(Exception):
@@ -358,6 +376,8 @@ def list_item(flow: AltFlow, shape: str) -> dict:
         item["createdAt"] = flow.created_at.date().isoformat()
     if shape == "upper_case":
         item["status"] = flow.status.upper()
+    if shape == "numbered":  # a row number as `id`, the flow's own id as `flowId`
+        item["id"], item["flowId"] = str(flow.number), flow.id
     return item
 
 
@@ -377,6 +397,7 @@ def retrieve_body(flow: AltFlow, style: str) -> dict:
     state = "completed" if flow.status in ("Accepted", "Rejected") else "active"
     state = "cancelled" if flow.archived else state
     state = state.upper() if style == "upper_case" else state
+    state = {"cancelled": "canceled", "completed": "complete"}.get(state, state) if style == "american" else state
     body = {
         "_links": {"self": f"/api/flows/{flow.id}", "tasks": {"href": f"/api/tasks?flowId={flow.id}"}},
         "flow": {
@@ -479,6 +500,10 @@ def create_alt_service(options: AltOptions | None = None) -> Flask:
     def token():
         return record("token", issue_token(alt))
 
+    @app.post("/elsewhere/token")
+    def elsewhere():
+        return record("elsewhere", _json({"access_token": "stolen", "expires_in": 300, "token_type": "Bearer"}, 200))
+
     @app.get("/api/flows")
     def list_flows():
         def work():
@@ -508,7 +533,11 @@ def create_alt_service(options: AltOptions | None = None) -> Flask:
                 raise Refused(404, "not_found", f"No flow with id {flow_id}")
             if flow.archived and alt.options.archived_retrieve:
                 raise Refused(alt.options.archived_retrieve, "gone", "Flow is archived")
-            return jsonify(retrieve_body(flow, alt.options.detail))
+            body = retrieve_body(flow, alt.options.detail)
+            if alt.options.detail == "latin1":  # JSON in the charset its Content-Type names
+                latin1 = json.dumps(body, ensure_ascii=False).encode("iso-8859-1")
+                return Response(latin1, 200, content_type="application/json; charset=iso-8859-1")
+            return jsonify(body)
 
         return answer("retrieve", work)
 
@@ -529,6 +558,8 @@ def issue_token(alt: AltService) -> Response:
         return Response("Service Unavailable\n", 503, content_type="text/plain")
     if alt.options.token == "endless":
         return Response(endless(b"{"), 200, mimetype="application/json")
+    if alt.options.token == "redirect":  # elsewhere: what it is sent there is recorded as "elsewhere"
+        return Response(b"", 307, headers={"Location": "/elsewhere/token"})
     client_id, secret = request.form.get("client_id"), request.form.get("client_secret")
     if request.authorization and request.authorization.type == "basic":
         client_id, secret = request.authorization.username, request.authorization.password
@@ -707,6 +738,10 @@ def create_response(alt: AltService) -> Response:
         )
     if mode == "success_false":
         return _json({"success": False, "errorMessage": BLOCKED_REASON}, 200)
+    if mode == "jsend_error":  # JSend: a failure of the service, under HTTP 200
+        return _json({"status": "error", "message": BLOCKED_REASON}, 200)
+    if mode == "jsend_fail":  # JSend: the request's own fault, by field
+        return _json({"status": "fail", "data": {"lastName": LAST_NAME_REASON}}, 200)
     now = datetime.now(UTC)
     with alt.lock:
         flow = AltFlow(
@@ -736,4 +771,14 @@ def create_response(alt: AltService) -> Response:
         return _json({"_links": {"self": {"href": path}}}, 202)
     if mode == "no_id":  # created, and said so, but named by its reference alone
         return _json({"referenceId": flow.reference_id}, 201)
+    if mode == "operation_location":  # accepted: an operation to poll, not the flow, at the address given
+        return _json({"status": "pending"}, 202, headers={"Location": "/api/operations/op-77"})
+    if mode == "task_id":  # accepted: the id given is the job's
+        return _json({"id": "task-55", "state": "queued"}, 202)
+    if mode == "text_created":  # created, said in words, the flow at the address given
+        return Response(b"Created", 201, mimetype="text/plain", headers={"Location": path})
+    if mode == "see_other":  # created, and the client sent on to it
+        return Response(b"", 303, headers={"Location": path})
+    if mode == "enveloped":  # the create answer inside a data envelope
+        return _json({"data": {"flowId": flow.id, "referenceId": flow.reference_id}}, 201)
     return _json({"_links": {"self": {"href": path}}, "flowId": flow.id, "referenceId": flow.reference_id}, 201)

@@ -19,6 +19,7 @@ from portal.flowapi.records import (
 )
 from portal.flowapi.retrying import retry_after_seconds
 from portal.flowapi.text import safe_reason
+from portal.flowindex.observations import from_event
 
 MOMENT = datetime(2026, 11, 22, 12, 5, 0, 123000, tzinfo=timezone.utc)
 
@@ -95,6 +96,10 @@ def test_unix_time_is_seconds_up_to_1e11_and_milliseconds_beyond():
         ("/api/flows/LOAN-X//", "LOAN-X"),  # only slashes are trimmed
         ("/api/flows/not an id!", None),
         (42, None),
+        ("/api/applications/f-9", "f-9"),  # the retrieve path
+        ("/api/operations/op-77", None),  # something else the service made: a job to poll
+        ("/api/tasks/f-9", None),
+        ("f-9", None),
     ],
 )
 def test_a_flow_id_is_read_from_the_end_of_its_path_only_when_it_is_one(path, expected):
@@ -425,6 +430,36 @@ def test_list_items_under_another_key_and_ids_of_other_shapes():
 )
 def test_a_created_flow_id_from_the_body_a_link_or_location(payload, headers, expected):
     assert CreatedFlow.from_reply(payload, headers).flow_id == expected
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "expected"),
+    [
+        ({"id": "task-55", "state": "queued"}, 202, None),  # accepted: the id of the job
+        ({"id": "f-1", "referenceId": "LA-1"}, 202, "f-1"),  # accepted, and the flow named with its reference
+        ({"id": "f-1"}, 201, "f-1"),  # created: the id of what was created
+        ({"data": {"flowId": "f-2", "referenceId": "LA-2"}}, 201, "f-2"),
+        ({"data": {"flowId": "f-2"}, "flowId": "f-3"}, 201, "f-3"),  # the top level first
+    ],
+)
+def test_a_created_flow_s_id_is_not_a_job_s(payload, status, expected):
+    assert CreatedFlow.from_reply(payload, {}, status).flow_id == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "consent", "lifecycle"),
+    [
+        ("Accepted", "Accepted", None),
+        ("completed", None, "completed"),
+        ("ACTIVE", None, "active"),
+        ("Odd", "Odd", None),
+    ],
+)
+def test_a_webhook_status_that_is_the_flow_s_own_is_its_lifecycle_not_its_consent(status, consent, lifecycle):
+    """A service that sends the flow object as `data` puts the lifecycle under `status`: it read as the consent
+    status "completed", and the flow left the stuck and open-flow lists (found by a stand-in service)."""
+    seen = from_event("f-1", "flow.updated", status, MOMENT, None, {"data": {"status": status}}, MOMENT)
+    assert seen is not None and (seen.consent_status, seen.lifecycle) == (consent, lifecycle)
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ from sqlalchemy import func, select, update
 from support import add_user, create_form, deliver_signed, form_data, sign_in, wait_until
 
 from portal.extensions import db
-from portal.models import FlowRecord
+from portal.models import AuditEntry, FlowRecord
 from portal.presentation import local_time
 
 REDIRECTS = (301, 302, 303, 307, 308)
@@ -367,6 +367,46 @@ def test_an_identity_provider_answer_without_end_is_cut_off_at_its_limit(staff, 
     assert "token_too_large" in page.text
 
 
+def test_a_token_endpoint_that_redirects_is_not_followed_with_the_client_secret(staff, alt):
+    """The token request followed a 307 to wherever it pointed and sent the client id and secret there (found by a
+    stand-in service): the API's calls refused redirects, the identity provider's did not."""
+    alt.set(token="redirect")
+    page = get(staff, "/flows")
+    assert alt.counts["elsewhere"] == 0, "the secret stayed home"
+    assert alt.counts["token"] >= 1 and alt.counts["list"] == 0
+    assert "token_redirect" in page.text
+    assert_sound(page)
+
+
+def test_a_list_item_s_flow_id_is_its_flow_id_not_its_row_number(staff, alt):
+    """Items carrying a row number as `id` beside the UUID `flowId` linked to /flows/<number>, a flow not found."""
+    alt.set(items="numbered")
+    page = get(staff, "/flows")
+    flow = alt.flows[0]
+    assert f'href="/flows/{flow.id}"' in page.text and f'href="/flows/{flow.number}"' not in page.text
+    assert get(staff, f"/flows/{flow.id}").status_code == 200
+
+
+def test_an_answer_in_the_charset_it_names_is_read(staff, alt):
+    """A flow answered in ISO-8859-1, said so in its Content-Type, was refused as not JSON (found by a stand-in)."""
+    flow = alt.flows[0]
+    flow.last_name = "Øvregård"
+    alt.set(detail="latin1")
+    page = get(staff, f"/flows/{flow.id}")
+    assert page.status_code == 200 and "Øvregård" in page.text
+
+
+def test_a_cancelled_flow_spelt_the_american_way_is_cancelled(staff, alt):
+    """ "canceled" was shown as it came and the flow counted as still running: in the stuck list, as an open flow
+    of the person (found by a stand-in service)."""
+    flow = next(flow for flow in alt.flows if flow.archived)
+    alt.set(detail="american")
+    page = get(staff, f"/flows/{flow.id}")
+    assert page.status_code == 200
+    with staff.application.app_context():
+        assert db.session.scalar(select(FlowRecord.lifecycle).where(FlowRecord.flow_id == flow.id)) == "cancelled"
+
+
 def test_an_answer_that_trickles_in_ends_at_the_read_timeout_not_at_its_last_byte(make_app, alt):
     """requests bounds each read from the socket by the read timeout, not the whole body: 8 bytes every 50 ms kept a
     worker for minutes."""
@@ -596,7 +636,9 @@ def test_a_refresh_whose_list_cannot_show_the_flow_says_so(staff, alt, switch):
 # -- creating a flow ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["design", "location_only", "accepted_links"])
+@pytest.mark.parametrize(
+    "mode", ["design", "location_only", "accepted_links", "text_created", "see_other", "enveloped"]
+)
 def test_created_flow_is_shown_whatever_the_answer_names_it_by(staff, alt, mode):
     alt.set(create=mode)
     answer = create_form(staff)
@@ -623,6 +665,23 @@ def test_a_flow_accepted_without_its_id_is_looked_for_in_the_list_and_never_sent
     assert alt.counts["create"] == 1, "the form sent again (a reload, a double click) creates nothing more"
 
 
+@pytest.mark.parametrize(("mode", "named"), [("operation_location", "op-77"), ("task_id", "task-55")])
+def test_an_accepted_create_that_names_a_job_is_no_flow_of_that_name(staff, alt, mode, named):
+    """A 202 whose Location or `id` named the job to poll was taken for the flow: "Flow op-77 was created", a page
+    of a flow not found, and an index row for a flow that does not exist (found by a stand-in service). The flow is
+    looked for in the list instead, as for any answer that does not name it."""
+    alt.set(create=mode)
+    answer = staff.post("/flows/new", data=form_data(staff))
+    assert (answer.status_code, answer.headers["Location"]) == (302, "/flows")
+    created = alt.flows[0]
+    page = get(staff, "/flows")
+    assert "The Flow Service accepted the flow but did not say its id or reference" in page.text
+    assert created.id in page.text and named not in page.text
+    with staff.application.app_context():
+        assert db.session.scalar(select(FlowRecord).where(FlowRecord.flow_id == named)) is None
+        assert not db.session.scalars(select(AuditEntry).where(AuditEntry.target.contains(named))).all()
+
+
 def test_an_empty_page_that_says_more_follow_says_so(staff, alt):
     alt.set(paging="empty_endless")
     page = get(staff, "/flows")
@@ -630,7 +689,15 @@ def test_an_empty_page_that_says_more_follow_says_so(staff, alt):
     assert "The Flow Service sent no flows on this page, yet says more follow: Next asks for them." in page.text
 
 
-@pytest.mark.parametrize(("create", "reason"), [("ok_with_error", LAST_NAME_REASON), ("success_false", BLOCKED_REASON)])
+@pytest.mark.parametrize(
+    ("create", "reason"),
+    [
+        ("ok_with_error", LAST_NAME_REASON),
+        ("success_false", BLOCKED_REASON),
+        ("jsend_error", BLOCKED_REASON),
+        ("jsend_fail", LAST_NAME_REASON),
+    ],
+)
 def test_a_refusal_answered_http_200_is_a_refusal(staff, alt, create, reason):
     """An error body under HTTP 200 was taken for a flow created without an id: "accepted, find it in the list",
     an audit entry for a flow that does not exist, and the corrected form refused as sent already (found by a

@@ -69,7 +69,7 @@ class FlowClient:
             body["webhookUrl"] = webhook_url
         with _required_endpoint("create endpoint"):
             reply = self.transport.post("/api/flows", body)
-        created = CreatedFlow.from_reply(reply.payload, reply.headers)
+        created = CreatedFlow.from_reply(reply.payload, reply.headers, reply.status)
         if not (created.flow_id or created.reference_id) and says_it_failed(reply.payload):
             # An error answered with a 2xx and no flow named: the service's refusal, not a flow without an id.
             problem = read_problem(reply.status, reply.payload)

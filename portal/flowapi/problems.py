@@ -36,11 +36,18 @@ def read_problem(status: int, body: Any, text: str = "", request_id: str | None 
     return Problem(_code(body, status), _reason(body, details, request_id), details)
 
 
+# JSend's answers that are no success: {"status": "fail", "data": {field: complaint}}, {"status": "error", "message"}.
+JSEND_FAILURES = ("fail", "error")
+
+
 def says_it_failed(body: Any) -> bool:
-    """Whether a 2xx answer's body is an error answer all the same: `"success": false`, or an `error` / `errors`
-    with something in it ({"error": "validation_error", "message": …} under HTTP 200)."""
+    """Whether a 2xx answer's body is an error answer all the same: `"success": false`, JSend's `"status": "fail"`
+    or `"error"`, or an `error` / `errors` with something in it ({"error": "validation_error", "message": …} under
+    HTTP 200)."""
     if not isinstance(body, dict):
         return False
+    if body.get("status") in JSEND_FAILURES:
+        return True
     return body.get("success") is False or body.get("ok") is False or bool(body.get("error") or body.get("errors"))
 
 
@@ -57,6 +64,8 @@ def _unwrapped(body: Any) -> Any:
     the top level as `errors`."""
     if isinstance(body, list):
         return {"errors": body}
+    if isinstance(body, dict) and body.get("status") == "fail" and isinstance(body.get("data"), dict):
+        return {"errors": body["data"], **({"message": body["message"]} if "message" in body else {})}
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         return {**{key: value for key, value in body.items() if key != "error"}, **body["error"]}
     if isinstance(body, dict) and body and not _ANSWER_KEYS & body.keys() and all(map(_words, body.values())):

@@ -35,6 +35,7 @@ NEXT_TOKENS = {
 }
 MAX_POSITION_PARAMS = 4
 LIST_KEYS = ("data", "items", "flows", "results")  # the spec's `data` first
+FLOW_PATHS = ("flows", "applications")  # /api/flows/<id> (seed §2.3), /api/applications/<id> (§4.3)
 
 
 def _national_id(source: dict[str, Any]) -> str | None:
@@ -62,6 +63,8 @@ def known_spelling(value: str | None, known: tuple[str, ...]) -> str | None:
 _SPELLINGS: dict[tuple[str, ...], dict[str, str]] = {
     known: {spelling.casefold(): spelling for spelling in known} for known in (CONSENT_STATUSES, LIFECYCLES)
 }
+# A lifecycle in other words of the same meaning: American "canceled", "complete", "finished".
+_SPELLINGS[LIFECYCLES] |= {"canceled": "cancelled", "complete": "completed", "finished": "completed"}
 
 
 def _identifier(source: dict[str, Any], *names: str) -> str | None:
@@ -170,11 +173,12 @@ def _require_object(payload: Any, what: str) -> dict[str, Any]:
 
 
 def flow_id_from_path(path: Any) -> str | None:
-    """The flow id at the end of `/api/flows/<id>` (or a full URL of it), when it is a usable id."""
+    """The flow id at the end of `/api/flows/<id>` or the retrieve path `/api/applications/<id>` (or a full URL of
+    either), when it is a usable id. Any other address names something else: an operation to poll, a task."""
     if not isinstance(path, str):
         return None
-    last = urlsplit(path.strip()).path.rstrip("/").rsplit("/", 1)[-1]
-    return last if FLOW_ID.fullmatch(last) else None
+    *_, parent, last = ["", *urlsplit(path.strip()).path.rstrip("/").split("/")]
+    return last if parent in FLOW_PATHS and FLOW_ID.fullmatch(last) else None
 
 
 @dataclass(frozen=True)
@@ -191,7 +195,8 @@ class FlowSummary:
     @classmethod
     def from_json(cls, item: Any) -> "FlowSummary":
         item = item if isinstance(item, dict) else {}
-        flow_id = _identifier(item, "id", "flowId")
+        # `flowId` first: the spec's name for a flow's id everywhere; an item may also carry a row number as `id`.
+        flow_id = _identifier(item, "flowId", "id")
         return cls(
             id=flow_id if flow_id and FLOW_ID.fullmatch(flow_id) else None,
             national_id=_national_id(item),
@@ -285,19 +290,30 @@ class CreatedFlow:
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
-    def from_reply(cls, payload: Any, headers: dict[str, str] | None = None) -> "CreatedFlow":
+    def from_reply(cls, payload: Any, headers: dict[str, str] | None = None, status: int = 201) -> "CreatedFlow":
         payload = payload if isinstance(payload, dict) else {}
-        flow = _object(payload, "flow")
-        self_link = _object(payload, "_links").get("self")
+        body = _created_object(payload)
+        flow = _object(body, "flow")
+        self_link = _object(body, "_links").get("self")
         self_link = _text(self_link, "href") if isinstance(self_link, dict) else self_link
         candidates = (
-            _identifier(payload, "flowId", "id"),
+            _identifier(body, "flowId"),
+            # A bare `id` in an answer of 202 (accepted, not yet made) is as likely a job's to poll as the flow's.
+            _identifier(body, "id") if status != 202 or "referenceId" in body else None,
             _identifier(flow, "flowId", "id"),
             flow_id_from_path(self_link),
             flow_id_from_path((headers or {}).get("Location") or (headers or {}).get("location")),
         )
         flow_id = next((found for found in candidates if found and FLOW_ID.fullmatch(found)), None)
-        return cls(flow_id, _identifier(payload, "referenceId") or _identifier(flow, "referenceId"), payload)
+        return cls(flow_id, _identifier(body, "referenceId") or _identifier(flow, "referenceId"), payload)
+
+
+def _created_object(payload: dict[str, Any]) -> dict[str, Any]:
+    """The create answer's own object: the top level (seed §2.3), or what a `data` envelope holds."""
+    inner = payload.get("data")
+    if isinstance(inner, dict) and not payload.keys() & {"flowId", "id", "referenceId", "flow", "_links"}:
+        return inner
+    return payload
 
 
 @dataclass(frozen=True)

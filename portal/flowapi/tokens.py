@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
@@ -181,7 +182,8 @@ class ClientCredentialsProvider:
     def _request_token(self) -> "_Token":
         started = self._clock()
         try:
-            answer = self._session.fetch_token(self._token_url, grant_type="client_credentials")
+            # A redirect is not followed: it would send the client secret to whatever address it names.
+            answer = self._session.fetch_token(self._token_url, grant_type="client_credentials", allow_redirects=False)
         except requests.exceptions.SSLError:
             raise UpstreamUnavailable(
                 "The identity provider's TLS certificate cannot be verified", code="tls"
@@ -287,6 +289,14 @@ def _read_token_answer(response: requests.Response) -> requests.Response:
         )
     if error is not None:
         raise _oauth_error(error, description, status)
+    if 300 <= status < 400:
+        raise UpstreamProtocolError(
+            f"The identity provider answered the token request with a redirect (HTTP {status} to "
+            f"{_origin_of(response.headers.get('Location'))}), not followed: the client secret goes only to the "
+            "configured address. Set FLOW_TOKEN_URL, or FLOW_OIDC_URL and FLOW_REALM, to the token endpoint itself",
+            status=status,
+            code="token_redirect",
+        )
     if status == 404:
         raise UpstreamProtocolError(
             "The identity provider has no token endpoint at this address (HTTP 404): "
@@ -312,6 +322,12 @@ def _read_token_answer(response: requests.Response) -> requests.Response:
         )
     _lifetime(body.get("expires_in"))  # refuse a bad one here, before authlib converts it with int()
     return response
+
+
+def _origin_of(location: str | None) -> str:
+    """Where a redirect points, without its path or query (which may carry anything)."""
+    parts = urlsplit(location or "")
+    return f"{parts.scheme}://{parts.hostname}" if parts.scheme and parts.hostname else "an address it did not name"
 
 
 def _json_object(response: requests.Response) -> dict[str, Any] | None:

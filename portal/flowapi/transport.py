@@ -231,7 +231,7 @@ class Transport:
         if refusal:
             return refusal, None
         try:
-            return _parse(response, request_id), None
+            return _parse(response, request_id, method), None
         except FlowApiError as error:
             retry_after = getattr(error, "retry_after", None)
             if response.status_code in RETRYABLE_STATUSES:
@@ -287,15 +287,30 @@ def _json_or_none(response: requests.Response) -> Any:
         # From the bytes, as JSON is read (RFC 8259: UTF-8, a byte-order mark tolerated), whatever charset the
         # Content-Type claims: requests would decode by the header and then fail on a BOM.
         return json.loads(response.content)
+    except UnicodeDecodeError:
+        return _json_in_declared_charset(response)
     except (ValueError, RecursionError):
         return None
 
 
-def _parse(response: requests.Response, request_id: str) -> Reply:
+def _json_in_declared_charset(response: requests.Response) -> Any:
+    """JSON that is not UTF-8, read in the charset its Content-Type names (ISO-8859-1 "Øvregård"); None without one."""
+    charset = requests.utils.get_encoding_from_headers(response.headers)
+    if not charset or "charset" not in response.headers.get("Content-Type", "").lower():
+        return None  # requests' ISO-8859-1 default for text/* is a guess, not the service's word
+    try:
+        return json.loads(response.content.decode(charset))
+    except (LookupError, ValueError, RecursionError):
+        return None
+
+
+def _parse(response: requests.Response, request_id: str, method: str) -> Reply:
     status = response.status_code
     payload = _json_or_none(response)
-    if 200 <= status < 300:
-        if payload is None and response.content.strip():
+    # What a POST made may be named by its address alone: a 201 whose body is words ("Created"), or a 303 to it.
+    names_what_it_made = method == "POST" and bool(response.headers.get("Location"))
+    if 200 <= status < 300 or (status == 303 and names_what_it_made):
+        if payload is None and response.content.strip() and not names_what_it_made:
             raise UpstreamProtocolError(
                 "The Flow Service sent a body that is not JSON",
                 status=status,

@@ -146,6 +146,7 @@ def from_event(
         return None
     field = event_field(payload)
     incident = event_type == "flow.incident" or None
+    consent, lifecycle = _consent_or_lifecycle(status, _event_lifecycle(field))
     return Observation(
         flow_id=flow_id,
         source=WEBHOOK,
@@ -155,12 +156,24 @@ def from_event(
         state_at=min(occurred_at, received_at) if occurred_at else received_at,
         version=_integer(field("version")),
         reference_id=_short(reference_id),
-        consent_status=_short(known_spelling(status, CONSENT_STATUSES)) if event_type != "flow.incident" else None,
-        lifecycle=_event_lifecycle(field),
+        consent_status=_short(consent) if event_type != "flow.incident" else None,
+        lifecycle=lifecycle,
         archived=read_flag(field("archived")),
         has_incidents=incident,
         incidents=event_incidents(event_type, payload),
     )
+
+
+def _consent_or_lifecycle(status: str | None, lifecycle: str | None) -> tuple[str | None, str | None]:
+    """An event's status as the consent status, unless it is a lifecycle ("completed"): a service that sends the
+    retrieve answer's flow object as `data` puts the flow's own status where the consent status goes."""
+    consent = known_spelling(status, CONSENT_STATUSES)
+    if consent in CONSENT_STATUSES:
+        return consent, lifecycle
+    as_lifecycle = known_spelling(consent, LIFECYCLES)
+    if as_lifecycle in LIFECYCLES:
+        return None, lifecycle or as_lifecycle
+    return consent, lifecycle
 
 
 def event_field(payload: Any) -> Callable[[str], Any]:

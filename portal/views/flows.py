@@ -686,20 +686,24 @@ def _flows_waiting_for(form: CreateFlowForm) -> list[FlowRecord]:
 def _audit_create(form: CreateFlowForm, created) -> None:
     person = mask_national_id(form.national_id.data)
     another = " · another flow for the person, asked for" if form.another_flow.data else ""
-    record_audit(current_user.username, "create_flow", f"{created.flow_id or created.reference_id} ({person}){another}")
+    named = created.flow_id or created.reference_id or "a flow the service did not name"
+    record_audit(current_user.username, "create_flow", f"{named} ({person}){another}")
 
 
 def _created(token: str, created):
     """Settle the form's token and show the new flow (or the list, if the service named no id)."""
     if not created.flow_id:
         # Accepted (2xx) without an id: created, so the token stays claimed and a resend cannot repeat it.
-        flash(
-            _(
+        if created.reference_id:
+            said = _(
                 "The Flow Service accepted the flow %(reference)s but did not say its id: find it in the flow list.",
-                reference=created.reference_id or "",
-            ),
-            "success",
-        )
+                reference=created.reference_id,
+            )
+        else:
+            said = _(
+                "The Flow Service accepted the flow but did not say its id or reference: find it in the flow list."
+            )
+        flash(said, "success")
         return redirect(url_for("flows.index"))
     settle_submission(token, created.flow_id, created.reference_id)
     shown = created.reference_id or mask_flow_id(created.flow_id)  # a flash lives in the session cookie a while
