@@ -220,6 +220,14 @@ def _next_url(query: ListQuery, page: FlowPage, notices: list[str]) -> str | Non
         notices.append(
             _("The Flow Service did not say whether more flows follow; Next is offered because this page is full.")
         )
+    elif page.has_more is None and page.items and not page.next_position:
+        # The end of the list, or a page cut to a size the service caps (no way to tell): not said, it hid flows.
+        notices.append(
+            _(
+                "The Flow Service did not say whether more flows follow, and sent fewer than asked for: this is the "
+                "last page unless it keeps its pages smaller. Search the portal's index for flows older than these."
+            )
+        )
     if not page.items and (step.at or step.after):
         notices.append(_("The Flow Service sent no flows on this page, yet says more follow: Next asks for them."))
     if step.problem == SAME_POSITION:

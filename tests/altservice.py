@@ -116,6 +116,8 @@ class AltOptions:
     oversized: int = 1  # a page holds this many times the flows asked for
     cursor_padding: int = 0  # characters of padding in each cursor the service makes (long continuation tokens)
     list_body: str = "whole"  # "endless": the list's JSON never ends; "trickle": it comes a few bytes at a time
+    page_cap: int | None = None  # a page holds at most this many flows, whatever limit was asked (no refusal)
+    understated_total: int = 0  # offset paging: the total it says is this many fewer than the flows it has
 
     def __post_init__(self):
         for name, allowed in CHOICES.items():
@@ -608,9 +610,12 @@ def list_response(alt: AltService) -> Response:
     options = alt.options
     archived = False if options.ignore_archived else read_archived(options.archived_default)
     limit = read_limit(options.max_limit) * options.oversized
+    limit = min(limit, options.page_cap) if options.page_cap else limit
     with alt.lock:
         chosen = [flow for flow in alt.flows if archived is None or flow.archived == archived]
     page, more, extra = slice_page(options.paging, chosen, limit, options.cursor_padding)
+    if "total" in extra:
+        extra["total"] -= options.understated_total
     body: dict[str, Any] = {"data": [list_item(flow, options.items) for flow in page]}
     if options.has_more == "bool":
         body["has_more"] = more

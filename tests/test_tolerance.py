@@ -403,8 +403,12 @@ def test_a_cancelled_flow_spelt_the_american_way_is_cancelled(staff, alt):
     alt.set(detail="american")
     page = get(staff, f"/flows/{flow.id}")
     assert page.status_code == 200
-    with staff.application.app_context():
-        assert db.session.scalar(select(FlowRecord.lifecycle).where(FlowRecord.flow_id == flow.id)) == "cancelled"
+
+    def lifecycle():
+        with staff.application.app_context():
+            return db.session.scalar(select(FlowRecord.lifecycle).where(FlowRecord.flow_id == flow.id))
+
+    assert wait_until(lifecycle, "the flow page indexed") == "cancelled"
 
 
 def test_an_answer_that_trickles_in_ends_at_the_read_timeout_not_at_its_last_byte(make_app, alt):
@@ -680,6 +684,31 @@ def test_an_accepted_create_that_names_a_job_is_no_flow_of_that_name(staff, alt,
     with staff.application.app_context():
         assert db.session.scalar(select(FlowRecord).where(FlowRecord.flow_id == named)) is None
         assert not db.session.scalars(select(AuditEntry).where(AuditEntry.target.contains(named))).all()
+
+
+def test_a_page_shorter_than_asked_with_no_word_of_more_says_so(staff, alt):
+    """A service that caps its pages at 8 and leaves out has_more showed 8 flows, no Next and no word: the other 15
+    could not be reached, and nothing said so (found by a stand-in service). Its last page and a capped one look
+    alike, so the page says it cannot tell; a `total` it sends says more follow, and Next reaches every flow."""
+    alt.set(page_cap=8, has_more="missing")
+    page = get(staff, "/flows")
+    assert "sent fewer than asked for: this is the last page unless it keeps its pages smaller" in page.text
+
+
+def test_pages_a_service_keeps_smaller_than_its_total_are_all_reached(staff, alt):
+    alt.set(page_cap=8, has_more="missing", paging="offset")
+    seen = walk(staff, "/flows", walk_cap(alt))
+    assert not seen["problems"], seen["problems"]
+    assert exactly_once(seen["ids"], [flow.id for flow in alt.flows if not flow.archived]) is None
+
+
+def test_an_offset_total_lower_than_the_flows_ends_the_list_without_going_round(staff, alt):
+    """Past a `total` that said fewer flows than there were, the portal went on by ids, which an offset service
+    ignores: pages 1, 2, 1, 2… (found by a stand-in service). Its total is its word that no more follow."""
+    alt.set(paging="offset", has_more="missing", understated_total=5)
+    seen = walk(staff, "/flows", walk_cap(alt))
+    assert not seen["problems"], seen["problems"]
+    assert seen["pages"] == 2 and len(seen["ids"]) == len(set(seen["ids"])) == 20
 
 
 def test_an_empty_page_that_says_more_follow_says_so(staff, alt):

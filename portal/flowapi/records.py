@@ -237,6 +237,8 @@ class FlowPage:
         next_position, has_more = _continuation(payload, len(items)), _flag(payload, "has_more")
         if has_more is None and "next" in payload and payload["next"] is None:
             has_more = False  # an explicit "no next link"
+        if has_more is None and next_position is None:
+            has_more = _more_by_count(payload, len(items))
         return cls(items=items, has_more=has_more, next_position=next_position, raw=payload)
 
     @property
@@ -250,6 +252,18 @@ class FlowPage:
     @property
     def items_without_id(self) -> int:
         return sum(1 for item in self.items if not item.id)
+
+
+def _more_by_count(payload: dict[str, Any], count: int) -> bool | None:
+    """Whether more follow by the service's own count: none past its `total` when it pages by `offset` (going on by
+    ids instead, a service that ignores them sends its first page again); more when a page holds fewer than `total`
+    (a later page may then lead to an empty one, which ends the list). Unknown otherwise."""
+    offset, total = _integer(payload, "offset"), _integer(payload, "total")
+    if total is None:
+        return None
+    if offset is not None:
+        return offset + count < total
+    return True if 0 < count < total else None
 
 
 def _continuation(payload: dict[str, Any], count: int) -> dict[str, str] | None:
