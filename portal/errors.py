@@ -307,7 +307,10 @@ def csrf_error_page(error: CSRFError):
 
 def _page_of_the_form() -> str | None:
     """The portal page that sent this request (its Referer), when that is one of ours."""
-    parts = urlsplit(request.referrer or "")
+    try:
+        parts = urlsplit(request.referrer or "")
+    except ValueError:  # a Referer no URL parser reads ("http://[")
+        return None
     page = parts.path + (f"?{parts.query}" if parts.query else "")
     # Nor one whose address holds a national id (a search typed there): the link would show it whole.
     return page if parts.netloc == request.host and is_local_path(page) and return_address(page) == page else None

@@ -50,7 +50,12 @@ def followed_from_another_site() -> bool:
     if fetch_site is not None:
         return fetch_site in ("cross-site", "same-site")
     came_from = request.headers.get("Origin") or request.headers.get("Referer")
-    return came_from is not None and urlsplit(came_from).netloc.lower() != request.host.lower()
+    if came_from is None:
+        return False
+    try:
+        return urlsplit(came_from).netloc.lower() != request.host.lower()
+    except ValueError:  # "http://[": no address of this portal's, whatever it is
+        return True
 
 
 def asking_to_continue(address: str | None = None):

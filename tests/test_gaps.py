@@ -430,3 +430,10 @@ def test_a_refresh_the_service_fails_shows_the_upstream_error_page(gap_app, admi
     requests_delete = sandbox.api("DELETE", "/sandbox/faults", token=False)
     assert requests_delete.status_code == 204
     assert admin.post(f"/flows/{flow_id}/refresh").status_code == 302
+
+
+def test_a_webhook_address_no_parser_reads_is_not_the_portal_s():
+    """A service's webhookUrl of "http://[" raised from `urlsplit` wherever gaps were judged."""
+    from portal.flowindex.gaps import same_address
+
+    assert same_address("http://[", "http://127.0.0.1:5000/webhooks/flow") is False

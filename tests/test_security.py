@@ -1033,3 +1033,16 @@ def test_an_export_link_with_an_id_in_a_parameter_s_name_ends_without_it_not_in_
         assert out.status_code == 302 and "308T" not in out.headers["Location"], path
         asked = client.get(out.headers["Location"], headers=cross)
         assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text
+
+
+@pytest.mark.parametrize("header", [{"Origin": "http://[::1"}, {"Referer": "http://["}])
+def test_an_address_no_parser_reads_in_origin_or_referer_is_another_site_never_a_500(make_app, sandbox, header):
+    """`urlsplit` raises on an unclosed "[": an unsigned POST /flows/new, an export or a national-id search with
+    such an Origin or Referer answered 500 and logged a traceback at ERROR, for anyone (found by an attack)."""
+    anonymous = make_app().test_client()  # its form refused as expired, the way back to it read from the header
+    assert anonymous.post("/flows/new", headers=header).status_code < 500
+    viewer = signed_in_as(make_app(WTF_CSRF_ENABLED=False), role="viewer")
+    for path in ("/flows/export.csv", "/events/export.csv", "/flows?q=15108695088"):
+        answer = viewer.get(path, headers=header)
+        assert answer.status_code < 500, path
+        assert 'data-testid="asked-to-continue"' in viewer.get(path, headers=header, follow_redirects=True).text

@@ -94,7 +94,10 @@ def sends_webhooks_here(webhook_url: str | None, heard: Heard, portal_webhook_ur
 
 def same_address(one: str, other: str) -> bool:
     """Two URLs naming the same endpoint (scheme and host in any case, a trailing slash or not)."""
-    first, second = urlsplit(one.strip()), urlsplit(other.strip())
+    try:
+        first, second = urlsplit(one.strip()), urlsplit(other.strip())
+    except ValueError:  # a service's webhookUrl no URL parser reads ("http://[") names no endpoint of ours
+        return False
     return (
         first.scheme.lower() == second.scheme.lower()
         and (first.hostname or "") == (second.hostname or "")
