@@ -37,7 +37,11 @@ _ID_SHAPES = tuple(
 # "ref811218-9876abc") an id is masked when it is a valid one, so hashes and UUIDs keep their digits.
 # A separator is one to three of: hyphen, plus, any Unicode dash or minus (fullwidth too), any space (no-break,
 # thin, zero width, tab), / . and _.
-_SEP = "[-+\u2010-\u2015\u2212\ufe58\ufe63\uff0b\uff0d\u00a0\u2000-\u200b\u202f\u205f\u3000\t /._]{1,3}"
+# Invisible format characters too (a soft hyphen, joiners, a word joiner): between digits they show nothing.
+_SEP = (
+    "[-+\u2010-\u2015\u2212\ufe58\ufe63\uff0b\uff0d\u00a0\u2000-\u200d\u202f\u205f\u3000\t /._"
+    "\u00ad\u2060-\u2064\ufeff]{1,3}"
+)
 # Not glued to letters, digits or a hyphen: a UUID's groups ("81387407-781e-…") are no id by shape alone.
 _ALONE_BEFORE = r"(?<![0-9A-Za-z-])"
 _ALONE_AFTER = r"(?![0-9A-Za-z-])"

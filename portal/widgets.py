@@ -24,7 +24,7 @@ from .presentation import local_time, source_name, status_hint, status_tone, utc
 def status_badge(status: str | None) -> Markup:
     """A consent status or lifecycle as a coloured badge, its code kept for scripts and tests."""
     return _built(
-        f'<span class="badge status-badge tone-{e(status_tone(status))}" data-status-code="{e(status)}">'
+        f'<span class="badge status-badge tone-{e(status_tone(status))}" data-status-code="{_attribute(status)}">'
         f"{e(status_label(status))}</span>"
     )
 
@@ -89,8 +89,8 @@ def flow_status(status: FlowStatus, explain: bool = False) -> Markup:
         shown += _status_part(said, None, status.archived, now)
     consent, lifecycle = status.consent.value or "", status.lifecycle.value or ""
     html = (
-        f'<span class="flow-status" data-testid="flow-status" data-consent="{said(_escaped, consent)}" '
-        f'data-lifecycle="{said(_escaped, lifecycle)}" '
+        f'<span class="flow-status" data-testid="flow-status" data-consent="{said(_attribute, consent)}" '
+        f'data-lifecycle="{said(_attribute, lifecycle)}" '
         f'data-archived="{"yes" if status.archived.value else "no"}">{shown}</span>'
     )
     sentence = _explanation(status) if explain else None
@@ -119,6 +119,11 @@ def _part_opening(label: str | None, value, archived: str) -> str:
 
 def _escaped(text: str) -> str:
     return str(e(text))
+
+
+def _attribute(code: str | None) -> str:
+    """A status's code as an attribute: masked as its badge is (a service may put anything where a status goes)."""
+    return str(e(mask_text(code)))
 
 
 def _explanation(status: FlowStatus) -> str | None:

@@ -542,3 +542,25 @@ def test_a_spreadsheet_csv_keeps_a_formula_in_a_cell_whichever_separator_it_is_r
     for reading_with in (";", ","):
         for row in csv.reader(io.StringIO(text.removeprefix("\ufeff")), delimiter=reading_with):
             assert not any(cell.startswith(("=", "+", "-", "@")) for cell in row), (reading_with, row)
+
+
+@pytest.mark.parametrize("invisible", ["\u00ad", "\u200c", "\u200d", "\u2060", "\ufeff"])
+def test_an_id_split_by_an_invisible_character_is_masked(invisible):
+    """A soft hyphen, a joiner or a word joiner between the digits shows nothing in a browser: the id read whole on
+    an event's page, unmasked (found by an attack)."""
+    for split in (f"1682254{invisible}8834", f"168225{invisible}48834"):
+        masked = mask_text(f"applicant {split}")
+        assert "8834" not in masked and "•" in masked, repr(masked)
+
+
+def test_a_status_s_code_in_an_attribute_is_masked_as_its_badge_is(app):
+    """A status that holds a national id was masked in its badge and whole in `data-status-code` and
+    `data-consent`, in the page's source (found by an attack)."""
+    from portal.flowindex.status import FlowStatus, Reading
+    from portal.widgets import flow_status, status_badge
+
+    now = datetime.now(timezone.utc)
+    status = FlowStatus(Reading("16822548834", "list", now), Reading("16822548834"), Reading(False), now)
+    with app.test_request_context("/flows"):
+        assert "16822548834" not in status_badge("16822548834")
+        assert "16822548834" not in flow_status(status)
