@@ -863,3 +863,15 @@ def test_token_lifetime_in_words_is_diagnosed_truthfully(staff, alt, caplog):
         assert "expires_in" in page.text + caplog.text
     else:
         assert FLOW_ROW.findall(page.text) == alt.current_ids()[:10]
+
+
+def test_a_reference_the_index_does_not_know_yet_is_not_said_to_be_missing_at_the_service(staff, alt):
+    """/flows/AL-42 for a flow made elsewhere since the list was last read said "The Flow Service has no flow with
+    this id": it has, under its UUID (found by a new user). The page says what is known, and the way to it."""
+    flow = alt.by_number(42)
+    page = staff.get(f"/flows/{flow.reference_id}")
+    assert page.status_code == 404 and "No flow found by this reference yet" in page.text
+    assert "has no flow with this id for your organization" not in page.text
+    get(staff, "/flows?limit=50")  # the list read: the index knows the reference
+    found = staff.get(f"/flows/{flow.reference_id}")
+    assert found.status_code == 302 and found.headers["Location"] == f"/flows/{flow.id}"

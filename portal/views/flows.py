@@ -2,6 +2,7 @@
 
 import logging
 import math
+import re
 import secrets
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -17,7 +18,14 @@ from .. import current
 from ..access_log import EXPORT_ROW, FLOW_DETAIL, REVEAL, SEARCH, record_access, recorded_while_read, subject_key_of
 from ..audit import record_audit
 from ..csvexport import csv_response
-from ..errors import csrf_error_page, service_away, upstream_explained, upstream_status, upstream_title
+from ..errors import (
+    csrf_error_page,
+    render_error,
+    service_away,
+    upstream_explained,
+    upstream_status,
+    upstream_title,
+)
 from ..flowapi import (
     FLOW_ID,
     Conflict,
@@ -62,7 +70,7 @@ from ..flowsearch import DEFAULTS, SearchQuery, read_search, typed_whole, wants_
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, KeptCreateInput, LoginForm, RevealForm
 from ..i18n import as_sentence, grouped, request_words
 from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query, past_the_cursor, within_the_page_size
-from ..masking import mask_flow_id, mask_national_id
+from ..masking import mask_flow_id, mask_national_id, mask_text
 from ..models import FlowRecord, utc_now
 from ..presentation import shown
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
@@ -478,7 +486,32 @@ def detail(flow_id: str):
         return redirect(url_for("flows.index", q=url_form(typed)))
     if hidden_in_urls(typed) and request.path.endswith(flow_id):  # asked for whole: leave it out of the address
         return redirect(url_for("flows.detail", flow_id=typed))
-    return _render_detail(flow_id)
+    try:
+        return _render_detail(flow_id)
+    except NotFound:
+        if not REFERENCE_SHAPE.fullmatch(typed):
+            raise
+        return _reference_not_indexed_yet(typed)
+
+
+# What a reference looks like (LA-10040): an address of one that is no flow id may name a flow the index lacks.
+REFERENCE_SHAPE = re.compile(r"[A-Za-z]{1,12}-[0-9]{1,12}")
+
+
+def _reference_not_indexed_yet(reference: str):
+    """The service has no flow of this id, and the index knows no flow of this reference: not "the service has no
+    such flow" (it may, made elsewhere since the portal last read its list; found by a new user)."""
+    return render_error(
+        404,
+        _("No flow found by this reference yet"),
+        _(
+            "The Flow Service has no flow with the id %(reference)s, and the portal's index knows no flow with it as "
+            "its reference. A flow made elsewhere since the portal last read the service's list is indexed once the "
+            "list shows it: go to the flow list, then try again.",
+            reference=mask_text(reference),
+        ),
+        retry=True,
+    )
 
 
 @bp.post("/<flow:flow_id>/refresh")
