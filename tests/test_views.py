@@ -249,6 +249,19 @@ def test_detail_shows_every_field(signed_in, sandbox):
     assert re.search(r"<dt class=\"col-sm-4\">Version</dt><dd class=\"col-sm-8\">2</dd>", page)
 
 
+def test_a_flow_archived_at_the_service_since_it_was_listed_reads_archived_on_its_page(signed_in, sandbox):
+    """The service archived a flow (no webhook) after the list had shown it current: its page said "Flow active" and
+    nothing of the archive, though its answer had changed since (found by a new user). A change newer than the
+    list's word has the page read the flow's item in the list again."""
+    flow_id = sandbox.create()["flowId"]
+    viewer = signed_in("viewer")
+    assert flow_id in viewer.get("/flows").text  # listed as current
+    sandbox.control(flow_id, "archive")
+    page = viewer.get(f"/flows/{flow_id}").text
+    assert 'data-archived="yes"' in page
+    assert viewer.get(f"/flows/{flow_id}").text.count('data-archived="yes"') == 1, "and read from the index since"
+
+
 def test_incidents_are_shown_prominently(signed_in, sandbox):
     flow_id = sandbox.create(webhookUrl="http://127.0.0.1:9/down")["flowId"]
     wait_until(

@@ -58,6 +58,7 @@ from ..flowindex.search import (
     status_counts,
 )
 from ..flowindex.status import (
+    FlowStatus,
     archived_list_in_doubt,
     consent_since,
     status_of_detail,
@@ -402,7 +403,7 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
     events, received = without_repeats(events_for_flow(flow.flow_id, flow.reference_id))
     record = index_record(flow.flow_id)
     status = status_of_detail(flow, record, events)
-    if status.answered_but_not_seen and _consent_from_the_list(flow):
+    if (status.answered_but_not_seen or _changed_since_listed(flow, status)) and _read_from_the_list(flow):
         record = index_record(flow.flow_id)
         status = status_of_detail(flow, record, events)
     return render_template(
@@ -424,11 +425,19 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
     )
 
 
-def _consent_from_the_list(flow: FlowDetail) -> bool:
-    """A completed flow whose answer the portal has not seen: its item in the service's list, which alone says
-    the consent status, written to the index as the list's word (not as heard: a change no event told of stays a
-    gap). Whether the list showed it. A list that did not show it is not asked again for a while: each view of the
-    page would otherwise cost its few list calls again (Refresh still asks)."""
+def _changed_since_listed(flow: FlowDetail, status: FlowStatus) -> bool:
+    """Whether the service changed a flow taken as current after its list last said so: archived meanwhile, which
+    its answer here does not say (found by a new user: "Flow active", an archived flow's page, for good)."""
+    archived = status.archived
+    return archived.value is not True and bool(flow.updated_at and archived.at and flow.updated_at > archived.at)
+
+
+def _read_from_the_list(flow: FlowDetail) -> bool:
+    """A flow whose answer the portal has not seen (completed), or changed since it was listed: its item in the
+    service's list, which alone says the consent status and whether it is archived, written to the index as the
+    list's word (not as heard: a change no event told of stays a gap). Whether the list showed it. A list that did
+    not show it is not asked again for a while: each view of the page would otherwise cost its few list calls again
+    (Refresh still asks)."""
     missed = current_app.extensions.setdefault("portal.list_misses", {})  # flow id -> when the list did not show it
     now = current.clock()()
     if now - missed.get(flow.flow_id, -math.inf) < LIST_ASKED_AGAIN_AFTER:
