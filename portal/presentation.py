@@ -48,6 +48,7 @@ SOURCE_NAMES = {
     "detail": _l("the flow's page"),
     "webhook": _l("a webhook event"),
     "sync": _l("flows sync"),
+    "sync_detail": _l("flows sync, from the flow's own answer"),
 }
 
 

@@ -399,6 +399,9 @@ def test_details_bring_names_the_list_does_not_carry(sync_app, sandbox):
     newest = sorted(flows, key=lambda flow_id: rows[flow_id].created_at, reverse=True)[:4]
     assert {rows[flow_id].last_name for flow_id in newest} == {flows[flow_id] for flow_id in newest}
     assert all(rows[flow_id].lifecycle == "active" for flow_id in newest), "the page tells the lifecycle too"
+    # Told by the sync, not by a flow page someone opened (the lists said "the flow's page, 1 min. ago" for flows
+    # nobody had opened; found by a new user).
+    assert {rows[flow_id].lifecycle_source for flow_id in newest} == {"sync_detail"}
     rest = sync(sync_app, "--details", "100")
     assert "2 flow page(s) fetched for names" in rest.output
     assert all(row.last_name_key for row in index_rows(sync_app).values())

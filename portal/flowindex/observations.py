@@ -23,6 +23,8 @@ from ..flowapi.records import (
 from .incidents import IncidentReport, detail_incidents, event_incidents
 
 CREATE, LIST, DETAIL, WEBHOOK, SYNC = "create", "list", "detail", "webhook", "sync"
+SYNC_DETAIL = "sync_detail"  # a flow's retrieve answer fetched by `flows sync --details`, not on its page
+DETAILS = (DETAIL, SYNC_DETAIL)
 MAX_TEXT = 100
 MAX_ACTIONS = 255
 STORABLE_INTEGERS = range(-(2**31), 2**31)  # what an Integer column holds on PostgreSQL as on SQLite
@@ -87,11 +89,11 @@ def from_summary(item: FlowSummary, archived: bool | None, seen_at: datetime, so
     )
 
 
-def from_detail(flow: FlowDetail, seen_at: datetime) -> Observation:
+def from_detail(flow: FlowDetail, seen_at: datetime, source: str = DETAIL) -> Observation:
     """The retrieve response: lifecycle, version and the flow's data, but no consent status."""
     return Observation(
         flow_id=flow.flow_id,
-        source=DETAIL,
+        source=source,
         seen_at=seen_at,
         state_at=seen_at,
         version=_storable(flow.version),

@@ -17,7 +17,7 @@ from ..insight_rollups import insight_state, mark_changed
 from ..models import FlowRecord
 from .incidents import record_incidents
 from .keys import name_key, read_national_id
-from .observations import CREATE, DETAIL, WEBHOOK, Observation
+from .observations import CREATE, DETAILS, WEBHOOK, Observation
 
 log = logging.getLogger(__name__)
 BATCH = 1000
@@ -250,7 +250,7 @@ def _merge_milestones(record: Record, observation: Observation) -> None:
     when it has one, is closer), so a late event moves the milestone back to its own time.
     """
     status = observation.consent_status
-    if status is None and observation.source == DETAIL and observation.updated_at:
+    if status is None and observation.source in DETAILS and observation.updated_at:
         _bound_milestones(record, observation.updated_at)
     if status not in OPENED_OR_PAST:
         return
@@ -319,7 +319,7 @@ def _merge_part(record, observation: Observation, fields: tuple, time_column: st
 
 def _merge_identity(record: Record, observation: Observation, index_key: bytes) -> bool:
     fields: tuple[str, ...] = IDENTITY_FIELDS
-    if observation.source in (DETAIL, WEBHOOK) and record.listed_at is not None:
+    if observation.source in (*DETAILS, WEBHOOK) and record.listed_at is not None:
         # The list's word stays: a detail page says where its answer disagrees with it (at every view), and an
         # event that spells the reference otherwise does not make the list seem to say so.
         fields = tuple(name for name in IDENTITY_FIELDS if getattr(record, name) is None)

@@ -36,7 +36,7 @@ from ..listing import (
 )
 from ..models import FlowRecord, Lease
 from .gapcheck import GAP_CHECKS, GapCheck, check_gaps
-from .observations import SYNC, Observation, from_detail, from_summary
+from .observations import SYNC, SYNC_DETAIL, Observation, from_detail, from_summary
 from .status import archived_list_in_doubt
 from .store import Applied, apply_observations, mark_gone
 from .writer import utc_now
@@ -350,7 +350,7 @@ def _fetch_details(client: FlowClient, lease: DatabaseLease, report: SyncReport,
         observations = []
         for flow_id in chunk:
             try:
-                observations.append(from_detail(client.get_flow(flow_id), lease.clock()))
+                observations.append(from_detail(client.get_flow(flow_id), lease.clock(), SYNC_DETAIL))
             except NotFound:
                 continue  # gone since it was listed: the next full sync marks it
         lease.renew()
