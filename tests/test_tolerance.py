@@ -750,6 +750,8 @@ def test_a_create_whose_answer_broke_on_the_way_may_have_created_the_flow(staff,
     data = form_data(staff)
     first = staff.post("/flows/new", data=data)
     assert "may have been created" in first.text and "You can send the form again" not in first.text
+    # Not "check the flow list", which cannot show a flow while the service is away: the form sent again does it.
+    assert "the portal then looks for the flow in the service&#39;s list first" in first.text
     alt.set(create="design")
     again = staff.post("/flows/new", data=data)
     assert_sound(get(staff, again.headers["Location"]) if again.status_code in REDIRECTS else again)

@@ -783,8 +783,9 @@ def _not_confirmed(form: CreateFlowForm, error: FlowApiError):
     mark_unconfirmed(form.submission.data)
     flash(
         _(
-            "The Flow Service did not confirm the flow. It may have been created: "
-            "check the flow list before creating it again."
+            "The Flow Service did not confirm the flow. It may have been created. Send this form again in a few "
+            "minutes: the portal then looks for the flow in the service's list first, and creates it only if it "
+            "is not there."
         ),
         "warning",
     )
