@@ -54,22 +54,33 @@ document.addEventListener("DOMContentLoaded", () => {
     return null;
   }
 
+  // A country the person chose stays chosen: a number of another country's shape is said, never switched to.
+  let chosenByPerson = false;
+
   function update() {
     const found = read(input.value);
     const option = found && country.querySelector(`option[value="${found.code}"]`);
-    if (option && country.value !== found.code) country.value = found.code;
+    if (option && !chosenByPerson) country.value = found.code;
+    const otherCountry = Boolean(option) && country.value !== found.code;
     const parts = [];
-    if (option) parts.push(`${reading.dataset.countryLabel}: ${option.textContent}`);
+    if (otherCountry) parts.push(reading.dataset.otherCountry.replace("%(country)s", option.textContent));
+    else if (option) parts.push(`${reading.dataset.countryLabel}: ${option.textContent}`);
     if (found && found.born) parts.push(`${reading.dataset.bornLabel} ${found.born}`);
     reading.textContent = parts.join(" · ");
     reading.hidden = parts.length === 0;
+    reading.classList.toggle("text-warning-emphasis", otherCountry);
   }
 
   input.addEventListener("input", update);
+  country.addEventListener("change", () => {
+    chosenByPerson = true;
+    update();
+  });
   for (const button of document.querySelectorAll("button[data-synthetic-id]")) {
     button.disabled = false;
     button.addEventListener("click", () => {
       input.value = button.dataset.syntheticId;
+      country.value = button.dataset.country;
       update();
       input.focus();
     });

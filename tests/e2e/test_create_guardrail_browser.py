@@ -44,3 +44,18 @@ def test_a_real_looking_number_is_asked_about_before_anything_is_sent(page, stac
     page.get_by_role("button", name="Create flow").click()
     expect(page.get_by_role("heading", level=1)).to_have_text(re.compile(r"LA-\d+"))
     assert console_errors == []
+
+
+def test_a_country_chosen_first_stays_chosen_and_a_number_of_another_is_said(page, stack, console_errors):
+    """Sweden chosen, then a Norwegian number typed: the script switched the country back to Norway without a word,
+    and the form went out as a Norwegian flow (found by a new user). The choice stays; the reading says so."""
+    sign_in(page, stack)
+    page.goto(f"{stack.url}/flows/new")
+    page.get_by_label("Country").select_option("se")
+    page.get_by_label("National id").fill("16822548834")
+    expect(page.get_by_label("Country")).to_have_value("se")
+    expect(page.get_by_test_id("id-reading")).to_contain_text("Looks like a number from Norway, not from the country")
+    page.get_by_label("Last name").fill("Syntetisk")
+    page.get_by_role("button", name="Create flow").click()
+    expect(page.locator("[data-field-error=national_id]")).to_be_visible()  # refused by the server, as chosen
+    assert console_errors == []
