@@ -91,6 +91,8 @@ class OpenIncident:
     reference_id: str | None
     consent_status: str | None
     actions: tuple[str, ...]
+    lifecycle: str | None = None
+    archived: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class IncidentFlow:
     lifecycle: str | None
     open_incidents: int
     oldest_at: datetime
+    archived: bool = False
     row_id: int = 0  # the oldest open incident's row: with `oldest_at`, the flow's place in the list
 
 
@@ -268,7 +271,14 @@ def open_incidents(
     """Open incidents (`OpenIncident`), oldest first; of one group when `grouped` (None matches a missing value)."""
     limit = _limited(limit)
     query = (
-        select(FlowIncident, FlowRecord.reference_id, FlowRecord.consent_status, FlowRecord.actions)
+        select(
+            FlowIncident,
+            FlowRecord.reference_id,
+            FlowRecord.consent_status,
+            FlowRecord.actions,
+            FlowRecord.lifecycle,
+            FlowRecord.archived,
+        )
         .outerjoin(FlowRecord, FlowRecord.flow_id == FlowIncident.flow_id)
         .where(_open(), _after(FlowIncident.first_seen_at, FlowIncident.id, after))
         .order_by(FlowIncident.first_seen_at, FlowIncident.id)
@@ -286,7 +296,7 @@ def _equals(column, value: str | None):
     return column.is_(None) if value is None else column == value
 
 
-def _open_incident(incident: FlowIncident, reference_id, consent_status, actions) -> OpenIncident:
+def _open_incident(incident: FlowIncident, reference_id, consent_status, actions, lifecycle, archived) -> OpenIncident:
     return OpenIncident(
         row_id=incident.id,
         flow_id=incident.flow_id,
@@ -299,6 +309,8 @@ def _open_incident(incident: FlowIncident, reference_id, consent_status, actions
         reference_id=reference_id,
         consent_status=consent_status,
         actions=split_actions(actions),
+        lifecycle=lifecycle,
+        archived=archived is True,
     )
 
 
@@ -350,6 +362,7 @@ def _incident_flow(flow_id: str, record: FlowRecord | None, count: int, oldest_a
         open_incidents=count,
         oldest_at=_aware(oldest_at),
         row_id=first_row,
+        archived=bool(record and record.archived),
     )
 
 

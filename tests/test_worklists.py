@@ -533,3 +533,37 @@ def test_counts_in_sentences_are_grouped_as_the_language_groups_numbers(portal):
     assert staff.post("/language", data={"language": "nb", "next": "/flows"}).status_code == 302
     norwegian = unescape(staff.get("/insights/stuck?hours=8760").text)
     assert "8\u00a0760 timer" in norwegian
+
+
+def test_the_work_lists_show_a_cancelled_or_archived_flow_as_such_beside_its_consent(portal, sandbox):
+    """An archived, cancelled flow whose consent stopped at Unopened read as one still waiting for the person."""
+    flows = {}
+    for name in ("live", "ended", "archived"):
+        body = sandbox.api("GET", f"/api/applications/{sandbox.create()['flowId']}").json()
+        incident = {f"inc-{name}": {"id": f"inc-{name}", "message": f"failure of {name}", "taskType": "score"}}
+        detail = FlowDetail.from_json({**body, "flow": body["flow"] | {"incidents": incident, "hasIncidents": True}})
+        with portal.app_context():
+            apply_observations([from_detail(detail, datetime.now(UTC))], KEY)
+        flows[name] = detail.flow_id
+    with portal.app_context():
+        db.session.execute(update(FlowRecord).values(consent_status="Unopened"))  # as the service's list says
+        ended = FlowRecord.flow_id == flows["ended"]
+        db.session.execute(update(FlowRecord).where(ended).values(lifecycle="cancelled", archived=True))
+        db.session.execute(update(FlowRecord).where(FlowRecord.flow_id == flows["archived"]).values(archived=True))
+        db.session.commit()
+    staff = client_for(portal)
+
+    def states(page: str, row: str) -> dict[str, list[str]]:
+        found = {}
+        for part in page.split(f'data-testid="{row}"')[1:]:
+            flow_id = next(flow_id for name, flow_id in flows.items() if f"/flows/{flow_id}" in part)
+            cell = part.split('data-testid="flow-state"')[1].split("</td>")[0]
+            found[flow_id] = re.findall(r'data-status-code="([^"]+)"', cell)
+        return found
+
+    expected = {flows["live"]: ["Unopened"], flows["ended"]: ["Unopened", "cancelled", "archived"]}
+    expected[flows["archived"]] = ["Unopened", "archived"]
+    queue = staff.get("/insights/incidents").text
+    assert states(queue, "incident-row") == expected
+    assert states(staff.get("/insights/stuck").text, "incident-flow-row") == expected
+    assert ">cancelled</span>" in queue and ">archived</span>" in queue
