@@ -459,3 +459,21 @@ def test_an_event_type_breaks_after_its_dots_and_stays_escaped(app, signed_in):
     assert deliver_signed(app, post_event).status_code == 200
     page = client.get("/events").text
     assert "<code>flow.<wbr>&lt;b&gt;bold&lt;/b&gt;.<wbr>changed</code>" in page
+
+
+def test_the_sandbox_consent_link_is_not_offered_on_an_archived_or_cancelled_flow(app, signed_in, sandbox):
+    """The README offers it only while consent is pending: an archived flow still Unopened and active offered it."""
+    client = signed_in("viewer")
+    pending = sandbox.create()["flowId"]
+    archived = sandbox.create()["flowId"]
+    assert sandbox.control(archived, "archive").status_code == 200
+    cancelled = sandbox.create()["flowId"]
+    assert sandbox.control(cancelled, "cancel").status_code == 200
+    client.get("/flows")
+    client.get("/flows?archived=true")  # the archived tab tells which flows are archived
+    assert app.extensions["flow_index"].flush(10), "the index writer did not finish"
+    assert "Open the sandbox consent page" in client.get(f"/flows/{pending}").text
+    for flow_id in (archived, cancelled):
+        page = client.get(f"/flows/{flow_id}").text
+        assert 'data-archived="yes"' in page, "the page knows the flow is archived"
+        assert "Open the sandbox consent page" not in page

@@ -45,10 +45,12 @@ class FlowStatus:
 
     @property
     def awaiting_consent(self) -> bool:
-        """The individual has not answered yet and still can: consent open (or not known) on a flow not ended."""
-        return self.consent.value in (None, "Unopened", "Opened") and self.lifecycle.value not in (
-            "completed",
-            "cancelled",
+        """The individual has not answered yet and still can: consent open (or not known) on a flow neither ended
+        nor archived (an archived flow is put away, whatever its lifecycle says)."""
+        return (
+            self.consent.value in (None, "Unopened", "Opened")
+            and self.lifecycle.value not in ("completed", "cancelled")
+            and self.archived.value is not True
         )
 
     @property
