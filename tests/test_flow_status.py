@@ -308,6 +308,26 @@ def test_a_cancellation_reads_as_one_on_the_timeline(status_app, staff, sandbox)
     assert 'data-status-code="active"' not in timeline
 
 
+def test_the_events_list_and_an_events_page_say_what_the_timeline_says_of_an_archive(status_app, staff, sandbox):
+    """The list and the event's page showed only "Unopened" for an event whose body says the flow was archived."""
+    flow_id = sandbox.create()["flowId"]
+    plain = post_event(status_app, flow_id=flow_id, status="Unopened", flowStatus="active")
+    archive = post_event(status_app, flow_id=flow_id, status="Unopened", flowStatus="cancelled", archived=True)
+    codes = re.compile(r'data-status-code="([^"]+)"')
+    timeline = re.search(r'data-testid="timeline">(.*?)</ol>', staff.get(f"/flows/{flow_id}").text, re.S)[1]
+    listed = staff.get(f"/events?flow={flow_id}").text
+    for event_id, told in ((plain, ["Unopened"]), (archive, ["Unopened", "cancelled", "archived"])):
+        link = timeline_link(status_app, event_id)
+        item = timeline.split(link)[1].split("</li>")[0]
+        assert codes.findall(item) == told, "the timeline"
+        row = listed.split(link)[1].split("</tr>")[0]
+        assert codes.findall(row) == told, "the events list"
+        page = staff.get(link.removeprefix('href="').removesuffix('"')).text
+        status = page.split(">Status</dt>")[1].split("</dd>")[0]
+        assert codes.findall(status) == told, "the event's page"
+    assert 'data-status-code="archived">archived<' in listed
+
+
 def test_characters_that_cannot_be_seen_are_named_where_a_type_is_shown(status_app, staff, sandbox):
     flow_id = sandbox.create()["flowId"]
     post_event(status_app, flow_id=flow_id, event_type="flow.\u202edetpecca")

@@ -12,6 +12,7 @@ from ..access_log import record_event_access
 from ..audit import record_audit
 from ..csvexport import csv_response
 from ..flowindex.gapcheck import unknown_flows
+from ..flowindex.observations import lifecycle_told
 from ..flowlinks import from_url_form, hidden_in_urls, left_untidy, sent_whole, url_form
 from ..masking import mask_flow_id
 from ..models import WebhookEvent, utc_now
@@ -105,6 +106,7 @@ def index():
         "events/index.html",
         page=page,
         links=reference_links(page.rows),
+        told={event.id: lifecycle_told(event_document(event)) for event in page.rows},
         unknown=unknown_flows(event.flow_id for event in page.rows),
         filters=filters,
         types=_types_offered(filters.get("type")),
@@ -163,10 +165,12 @@ def detail(event_row: int):
     """One event with its pretty-printed body and the headers that came with it."""
     event = event_by_row(event_row) or abort(404)
     record_event_access(event.flow_id, event.body, f"event {event.id}")
+    body = event_document(event)
     return render_template(
         "events/detail.html",
         event=event,
-        body=event_document(event),
+        body=body,
+        told=lifecycle_told(body),
         headers=json.loads(event.headers or "{}"),
         unknown=unknown_flows([event.flow_id]),
     )
