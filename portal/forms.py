@@ -83,6 +83,13 @@ def has_a_letter(form, field) -> None:
 
 
 COUNTRY_NAMES = {"no": _l("Norway"), "se": _l("Sweden"), "fi": _l("Finland")}
+# A country's number inside a sentence, translated whole: its article and gender (ett finskt henkilötunnus), the
+# country in the genitive where a language says it so (Ruotsin personnummer). The adjective names the country once.
+NUMBER_IN_A_SENTENCE = {
+    "no": _l("a Norwegian fødselsnummer"),
+    "se": _l("a Swedish personnummer"),
+    "fi": _l("a Finnish henkilötunnus"),
+}
 
 
 class KeptCreateInput(Form):
@@ -219,11 +226,10 @@ class CreateFlowForm(FlaskForm):
             if looks_like and looks_like != country and is_valid(looks_like, field.data):
                 raise ValidationError(
                     _(
-                        "This number looks like a %(name)s from %(country)s, not %(chosen)s: "
-                        "choose %(country)s or check the number.",
-                        name=NUMBERS[looks_like][1],
+                        "This number looks like %(number)s, not %(chosen)s: choose %(country)s or check the number.",
+                        number=NUMBER_IN_A_SENTENCE[looks_like],
+                        chosen=NUMBER_IN_A_SENTENCE[country],
                         country=COUNTRY_NAMES[looks_like],
-                        chosen=COUNTRY_NAMES[country],
                     )
                 ) from None
             raise ValidationError(str(problem)) from None

@@ -73,16 +73,50 @@ def test_a_broken_tenor_checksum_is_still_refused():
     assert birth_date_of("no", "16822548835") is None
 
 
-@pytest.mark.parametrize(
-    ("chosen", "number", "looks_like"),
-    [("se", "15108695088", "Norway"), ("no", "811218-9876", "Sweden"), ("se", "131052-308T", "Finland")],
-)
-def test_a_country_and_number_mismatch_is_refused_before_the_service(signed_in, sandbox, chosen, number, looks_like):
+MISMATCHES = [  # chosen, number, the sentence in en, nb, sv and fi: each says the country once, in its own grammar
+    (
+        "se",
+        "15108695088",
+        "This number looks like a Norwegian fødselsnummer, not a Swedish personnummer: choose Norway or check",
+        "Dette nummeret ser ut som et norsk fødselsnummer, ikke et svensk personnummer: velg Norge eller",
+        "Det här numret ser ut som ett norskt fødselsnummer, inte ett svenskt personnummer: välj Norge eller",
+        "Tämä numero näyttää olevan Norjan fødselsnummer, ei Ruotsin personnummer: valitse Norja tai",
+    ),
+    (
+        "no",
+        "811218-9876",
+        "This number looks like a Swedish personnummer, not a Norwegian fødselsnummer: choose Sweden or check",
+        "Dette nummeret ser ut som et svensk personnummer, ikke et norsk fødselsnummer: velg Sverige eller",
+        "Det här numret ser ut som ett svenskt personnummer, inte ett norskt fødselsnummer: välj Sverige eller",
+        "Tämä numero näyttää olevan Ruotsin personnummer, ei Norjan fødselsnummer: valitse Ruotsi tai",
+    ),
+    (
+        "se",
+        "131052-308T",
+        "This number looks like a Finnish henkilötunnus, not a Swedish personnummer: choose Finland or check",
+        "Dette nummeret ser ut som et finsk henkilötunnus, ikke et svensk personnummer: velg Finland eller",
+        "Det här numret ser ut som ett finskt henkilötunnus, inte ett svenskt personnummer: välj Finland eller",
+        "Tämä numero näyttää olevan Suomen henkilötunnus, ei Ruotsin personnummer: valitse Suomi tai",
+    ),
+]
+
+
+@pytest.mark.parametrize(("chosen", "number", "english"), [case[:3] for case in MISMATCHES])
+def test_a_country_and_number_mismatch_is_refused_before_the_service(signed_in, sandbox, chosen, number, english):
     answer = create_form(signed_in("operator"), country=chosen, national_id=number)
     assert answer.status_code == 200
-    assert "This number looks like a" in answer.text and f"from {looks_like}" in answer.text
+    assert english in answer.text and " from " not in english
     assert 'data-field-error="national_id"' in answer.text
     assert sandbox.stats()["flows_created"] == 0
+
+
+@pytest.mark.parametrize(("chosen", "number", "said"), [(case[0], case[1], case[3:]) for case in MISMATCHES])
+def test_a_mismatch_reads_correctly_in_every_language(signed_in, sandbox, chosen, number, said):
+    """ "a Norwegian fødselsnummer from Norway" said the country twice; sv "ett finsk", fi "ei maan Ruotsi tunnus"."""
+    client = signed_in("operator")
+    for language, sentence in zip(("nb", "sv", "fi"), said, strict=True):
+        client.post("/language", data={"language": language})
+        assert sentence in create_form(client, country=chosen, national_id=number).text, language
 
 
 def test_the_test_environment_offers_the_synthetic_identities(signed_in):

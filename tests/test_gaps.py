@@ -296,7 +296,7 @@ def test_a_missed_change_is_flagged_on_the_page_listed_by_sync_and_cleared_by_a_
     after = admin.get(f"/flows/{seen}").text
     assert "refreshed from the Flow Service" in after and gap_warning(after) is None
     compared = re.search(r'data-testid="heard-compared">(.*?)</p>', after, re.S)[1]
-    assert "The last event received said version 1 at" in compared, "the events' own word, not the refresh's"
+    assert "The last event received said version 1 (" in compared, "the events' own word, not the refresh's"
     assert "A refresh from the service took version 2 as known: no event told of it." in compared
     record = row(gap_app, seen)
     assert (record.heard_version, record.gap_at, record.gap_reason) == (2, None, None)

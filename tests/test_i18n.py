@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from babel.messages.mofile import read_mo
 from babel.messages.pofile import read_po
+from flask_babel import gettext
 from support import set_account_language, sign_in
 
 from portal import i18n
@@ -151,3 +152,31 @@ def test_the_finnish_tabs_of_the_flow_list_agree_in_number(app, make_user):
     for path in ("/flows", "/flows?archived=all&q=x"):
         page = client.get(path, follow_redirects=True).text
         assert ">Nykyiset</a>" in page and ">Arkistoidut</a>" in page and ">Kaikki</a>" in page, path
+
+
+VERSION_LINE = (
+    "The last event received said version %(heard)s (%(heard_at)s); the service says version %(version)s, "
+    "updated %(updated)s."
+)
+
+
+@pytest.mark.parametrize(
+    ("language", "english", "said"),
+    [
+        ("sv", "active", "aktivt"),  # beside slutfört, avbrutet, arkiverat: ett flöde
+        ("nb", "Cancelled (any status)", "Avbrutt (alle statuser)"),  # avbrutt, as the lifecycle reads elsewhere
+        ("sv", "Finnish henkilötunnus", "finskt henkilötunnus"),  # beside norskt fødselsnummer
+    ],
+)
+def test_words_a_new_user_found_wrong_read_right(app, language, english, said):
+    with app.test_request_context(headers={"Accept-Language": language}):
+        assert request_words().gettext(english) == said
+
+
+@pytest.mark.parametrize("language", ["en", "nb", "sv", "fi"])
+def test_the_version_heard_and_its_time_are_not_two_numbers_side_by_side(app, language):
+    """ "sa versjon 1 28. nov. 2026, 16:42:07": the event's time in brackets after its version, in every language."""
+    with app.test_request_context(headers={"Accept-Language": language}):
+        sentence = gettext(VERSION_LINE, heard=1, heard_at="28 Nov", version=2, updated="29 Nov")
+    assert " 1 (28 Nov);" in sentence and " 2, " in sentence, sentence
+    assert (language == "en") == sentence.startswith("The last event"), "translated"
