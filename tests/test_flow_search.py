@@ -718,3 +718,18 @@ def test_the_index_listed_without_a_search_counts_its_flows_without_saying_they_
     assert "Clear search" not in page
     searched = world.get("/flows?archived=all&q=bjorn").text
     assert re.search(r'data-testid="match-count">\d+ flows? match', searched) and "Clear search" in searched
+
+
+def test_where_the_portal_saw_a_flow_change_is_visible_without_a_mouse(world):
+    """The page said to point at the Seen time for where the portal heard of a flow; the title said no source, and a
+    title is out of reach of a keyboard."""
+    page = world.get("/flows?archived=all").text
+    assert "a row's Seen column says when the portal last heard of the flow" in page
+    assert "point at a row" not in page
+    cells = re.findall(r'data-testid="change-seen">(.*?)</span></td>', page, re.S)
+    assert cells and len(cells) == page.count("<tr data-flow-id=")
+    sources = {"created in the portal", "the flow list", "the flow's page", "a webhook event", "flows sync"}
+    for cell in cells:
+        shown = unescape(re.sub(r"<[^>]+>", "", cell))  # the text on the page, not in its attributes
+        when, _, source = shown.partition(" · ")
+        assert when.startswith("change seen ") and source in sources, shown
