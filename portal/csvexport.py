@@ -1,5 +1,5 @@
 """CSV downloads: streamed as they are read, UTF-8 with a header row, every cell shown as text; from a page, laid out
-for the reader's spreadsheet (`for_spreadsheets`)."""
+for the reader's spreadsheet (`for_spreadsheets`), its yes and no in the page's language."""
 
 import csv
 import io
@@ -10,6 +10,7 @@ from datetime import datetime
 
 from babel.numbers import get_decimal_symbol
 from flask import Response, stream_with_context
+from flask_babel import pgettext
 
 from .i18n import request_words
 from .masking import mask_flow_id
@@ -20,11 +21,16 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _FORMULA_AFTER_SEPARATOR = re.compile(r"([,;])([=+\-@\t\r])")
 
 
-def csv_cell(value) -> str:
-    """The cell's text: times in ISO 8601, nothing for None, national ids masked (a UUID, a flow's or an event's id,
-    shown whole as the pages show it), an apostrophe before a formula."""
+TRUE_FALSE = ("true", "false")
+
+
+def csv_cell(value, yes_no: tuple[str, str] = TRUE_FALSE) -> str:
+    """The cell's text: times in ISO 8601, nothing for None, a boolean as `yes_no` says it, national ids masked (a
+    UUID, a flow's or an event's id, shown whole as the pages show it), an apostrophe before a formula."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return yes_no[0] if value else yes_no[1]
     text = value.isoformat() if isinstance(value, datetime) else mask_flow_id(str(value))
     return "'" + text if text.startswith(FORMULA_START) else text
 
@@ -38,6 +44,9 @@ class CsvForm:
     # Read with the other separator (a Nordic page opened with English settings), a cell holding "x,=1+2" splits,
     # and its second part is a live formula: an apostrophe goes before a formula's sign after either separator too.
     defuse_after_separators: bool = False
+    # A boolean cell (archived, has_incidents): "true"/"false" for a script, whatever the language; a spreadsheet's
+    # reader reads the page's language ("ja"/"nei"), not Python's "True".
+    yes_no: tuple[str, str] = TRUE_FALSE
 
 
 PLAIN = CsvForm()  # for scripts: the commands' exports
@@ -48,7 +57,10 @@ def for_spreadsheets() -> CsvForm:
     UTF-8 as the Windows code page: "Ã˜stby"), and `;` between cells where the page's language writes a decimal
     comma (Norwegian, Swedish, Finnish), as Excel separates a list there; a comma in English."""
     decimal = get_decimal_symbol(request_words().language)
-    return CsvForm(delimiter=";" if decimal == "," else ",", byte_order_mark=True, defuse_after_separators=True)
+    yes_no = (pgettext("a CSV cell of a true value", "yes"), pgettext("a CSV cell of a false value", "no"))
+    return CsvForm(
+        delimiter=";" if decimal == "," else ",", byte_order_mark=True, defuse_after_separators=True, yes_no=yes_no
+    )
 
 
 def csv_chunks(header: Iterable[str], rows: Iterable[Iterable], form: CsvForm = PLAIN) -> Iterator[str]:
@@ -59,7 +71,7 @@ def csv_chunks(header: Iterable[str], rows: Iterable[Iterable], form: CsvForm = 
     writer = csv.writer(buffer, delimiter=form.delimiter)
     writer.writerow(header)
     for row in rows:
-        cells = [csv_cell(value) for value in row]
+        cells = [csv_cell(value, form.yes_no) for value in row]
         writer.writerow(
             [_FORMULA_AFTER_SEPARATOR.sub(r"\1'\2", cell) for cell in cells] if form.defuse_after_separators else cells
         )

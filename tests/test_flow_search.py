@@ -12,6 +12,7 @@ from sqlalchemy import update
 from support import add_user, set_account_language, sign_in, spreadsheet_rows
 from test_views import FLOW_ROW, links
 
+from portal.csvexport import csv_chunks
 from portal.extensions import db
 from portal.flowapi.records import FlowSummary
 from portal.flowindex.keys import read_national_id
@@ -603,7 +604,7 @@ def test_the_export_holds_the_rows_of_the_page(world):
         for row in rows:
             flow = state[row["flow_id"]]
             assert (row["consent_status"], row["lifecycle"]) == (flow["status"], flow["lifecycle"])
-            assert row["archived"] == str(flow["archived"])
+            assert row["archived"] == ("yes" if flow["archived"] else "no"), "a spreadsheet's yes or no"
             assert row["reference_id"] == flow["reference"]
             assert datetime.fromisoformat(row["created_at"]) == datetime.fromisoformat(flow["created"])
             assert re.fullmatch(r"[0-9]{6}[-+A]?•{4,5}", row["national_id_masked"]), row
@@ -628,6 +629,24 @@ def test_a_download_opens_in_the_reader_s_spreadsheet(world, language, delimiter
     assert text.startswith("\ufeffreference_id" + delimiter + "flow_id" + delimiter)
     rows = spreadsheet_rows(text, delimiter)
     assert {row["last_name"] for row in rows} == {"Bjørnstad"} and "151086•••••" in text
+
+
+@pytest.mark.parametrize(
+    ("language", "yes", "no"), [("en", "yes", "no"), ("nb", "ja", "nei"), ("sv", "ja", "nej"), ("fi", "kyllä", "ei")]
+)
+def test_a_downloads_yes_and_no_are_the_page_s_language_and_a_script_s_true_and_false(world, language, yes, no):
+    """The archived and has_incidents columns read "True"/"False", Python's words, even in a Finnish spreadsheet."""
+    client = world.app.test_client()
+    username = add_user(world.app, role="viewer")
+    set_account_language(world.app, username, language)
+    assert sign_in(client, username).status_code == 302
+    text = client.get("/flows/export.csv?archived=all").get_data().decode("utf-8")
+    rows = spreadsheet_rows(text, "," if language == "en" else ";")
+    archived = {row["archived"] for row in rows}
+    assert archived == {yes, no} and {row["has_incidents"] for row in rows} <= {yes, no, ""}, language
+    assert "True" not in text and "False" not in text
+    plain = "".join(csv_chunks(("archived", "has_incidents", "note"), [(True, False, "True")]))
+    assert plain == "archived,has_incidents,note\r\ntrue,false,True\r\n", "a script's: lowercase, in any language"
 
 
 def test_the_export_is_utf8_masked_and_audited(world):
