@@ -874,6 +874,7 @@ def test_a_reference_the_index_does_not_know_yet_is_not_said_to_be_missing_at_th
     page = staff.get(f"/flows/{flow.reference_id}")
     assert page.status_code == 404 and "No flow found by this reference yet" in page.text
     assert "has no flow with this id for your organization" not in page.text
-    get(staff, "/flows?limit=50")  # the list read: the index knows the reference
+    get(staff, "/flows?limit=50")  # the list read: the index knows the reference (written by its own thread)
+    wait_until(lambda: consent_in_index(staff, flow.id) is not None, "the list indexed")
     found = staff.get(f"/flows/{flow.reference_id}")
     assert found.status_code == 302 and found.headers["Location"] == f"/flows/{flow.id}"

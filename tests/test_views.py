@@ -9,11 +9,12 @@ import pytest
 import responses
 from altservice import fodselsnummer
 from flask import url_for
+from sqlalchemy import select
 from support import PASSWORD, add_user, create_form, form_data, production_settings, sign_in, wait_until
 
 from portal.extensions import db
 from portal.masking import mask_text
-from portal.models import AccessEntry, AuditEntry, CreateSubmission
+from portal.models import AccessEntry, AuditEntry, CreateSubmission, FlowRecord
 from portal.presentation import flow_url
 
 FLOW_ROW = re.compile(r'data-flow-id="([^"]+)"')
@@ -256,6 +257,12 @@ def test_a_flow_archived_at_the_service_since_it_was_listed_reads_archived_on_it
     flow_id = sandbox.create()["flowId"]
     viewer = signed_in("viewer")
     assert flow_id in viewer.get("/flows").text  # listed as current
+
+    def listed_at():
+        with viewer.application.app_context():
+            return db.session.scalar(select(FlowRecord.listed_at).where(FlowRecord.flow_id == flow_id))
+
+    wait_until(listed_at, "the list indexed (by its own thread)")
     sandbox.control(flow_id, "archive")
     page = viewer.get(f"/flows/{flow_id}").text
     assert 'data-archived="yes"' in page
