@@ -189,6 +189,31 @@ def test_a_bare_number_suggests_the_references_it_ends(make_app, database_url):
     assert 'data-testid="meant"' not in staff.get("/flows?q=38").text
 
 
+def test_a_reference_typed_as_people_say_it_finds_its_flow(make_app, database_url):
+    """q=la10040 and q=LA 10040 found nothing and offered no "Did you mean", while LA-10040 opened the flow."""
+    app = make_app(database=database_url, WTF_CSRF_ENABLED=False)
+    now = datetime.now(timezone.utc)
+    references = {"LA-10040": "f-la", "B10038": "f-b", "LA-100401": "f-longer"}
+    seen = [Observation(flow, LIST, now, now, reference_id=ref, archived=False) for ref, flow in references.items()]
+    with app.app_context():
+        apply_observations(seen, KEY)
+    staff = client_for(app)
+    for typed, flow_id in [
+        ("la10040", "f-la"),
+        ("LA 10040", "f-la"),
+        ("La_10040", "f-la"),
+        (" la-10040 ", "f-la"),
+        ("b-10038", "f-b"),
+        ("B 10038", "f-b"),
+    ]:
+        answer = staff.get("/flows", query_string={"q": typed})
+        while answer.status_code == 302 and not answer.headers["Location"].startswith("/flows/"):
+            answer = staff.get(answer.headers["Location"])  # a tidier address first
+        assert answer.status_code == 302 and answer.headers["Location"] == f"/flows/{flow_id}", typed
+    assert staff.get("/flows/la10040").headers["Location"] == "/flows/f-la"
+    assert "No flows in the index match" in staff.get("/flows?q=la1004").text, "the whole number, not its start"
+
+
 # Each person's number as created (PEOPLE) and written otherwise: with and without separators, 10 or 12
 # digits and + for a Swede past 100, the Finnish century sign in either case.
 WRITTEN_FORMS = {

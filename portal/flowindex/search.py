@@ -290,8 +290,16 @@ def _identifier_clause(text: str):
 _UUID_START = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{0,4}){0,3}(-[0-9a-f]{0,12})?")
 
 
+# A reference as people say and type it: its letters and its number run together ("la10040") or apart ("LA 10040").
+_REFERENCE_SAID = re.compile(r"([A-Za-z]{1,10})[\s._-]{0,3}([0-9]{1,80})")
+
+
 def _spellings(text: str) -> set[str]:
-    return {text, text.upper(), text.lower()}  # equality keeps each column's own index usable
+    """The text in any letter case; a reference as said (`_REFERENCE_SAID`) also with a hyphen and without one:
+    "la10040" and "LA 10040" find "LA-10040" (and "B-10038" finds "B10038")."""
+    said = _REFERENCE_SAID.fullmatch(text.strip())
+    texts = [text, f"{said[1]}-{said[2]}", f"{said[1]}{said[2]}"] if said else [text]
+    return {spelling for one in texts for spelling in (one, one.upper(), one.lower())}  # equality: the indexes serve it
 
 
 def _name_prefix(key: str):
