@@ -224,8 +224,9 @@ def _next_url(query: ListQuery, page: FlowPage, notices: list[str]) -> str | Non
         # The end of the list, or a page cut to a size the service caps (no way to tell): not said, it hid flows.
         notices.append(
             _(
-                "The Flow Service did not say whether more flows follow, and sent fewer than asked for: this is the "
-                "last page unless it keeps its pages smaller. Search the portal's index for flows older than these."
+                "The Flow Service did not say whether more flows follow, and sent fewer than asked for: most likely "
+                "this is the last page. If the service keeps its pages smaller, the portal's index has the older "
+                "flows it has seen."
             )
         )
     if not page.items and (step.at or step.after):

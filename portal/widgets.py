@@ -13,6 +13,7 @@ from markupsafe import Markup
 from markupsafe import escape as e
 
 from . import current
+from .flowapi.records import CONSENT_STATUSES, LIFECYCLES, known_spelling
 from .flowindex.status import FlowStatus, Reading
 from .i18n import Words, request_words
 from .i18n import gettext as _
@@ -22,10 +23,12 @@ from .presentation import local_time, source_name, status_hint, status_tone, utc
 
 
 def status_badge(status: str | None) -> Markup:
-    """A consent status or lifecycle as a coloured badge, its code kept for scripts and tests."""
+    """A consent status or lifecycle as a coloured badge, its code kept for scripts and tests. Read in another letter
+    case or spelling ("ACCEPTED", "canceled") as the status it is, as the index reads it."""
+    known = known_spelling(known_spelling(status, CONSENT_STATUSES), LIFECYCLES)
     return _built(
-        f'<span class="badge status-badge tone-{e(status_tone(status))}" data-status-code="{_attribute(status)}">'
-        f"{e(status_label(status))}</span>"
+        f'<span class="badge status-badge tone-{e(status_tone(known))}" data-status-code="{_attribute(status)}">'
+        f"{e(status_label(known))}</span>"
     )
 
 

@@ -437,6 +437,7 @@ def test_a_created_flow_id_from_the_body_a_link_or_location(payload, headers, ex
     [
         ({"id": "task-55", "state": "queued"}, 202, None),  # accepted: the id of the job
         ({"id": "f-1", "referenceId": "LA-1"}, 202, "f-1"),  # accepted, and the flow named with its reference
+        ({"id": "f-1", "status": "Unopened", "lastName": "Berg", "createdAt": "2026-11-28T12:00:00Z"}, 202, "f-1"),
         ({"id": "f-1"}, 201, "f-1"),  # created: the id of what was created
         ({"data": {"flowId": "f-2", "referenceId": "LA-2"}}, 201, "f-2"),
         ({"data": {"flowId": "f-2"}, "flowId": "f-3"}, 201, "f-3"),  # the top level first
@@ -548,3 +549,27 @@ def test_a_national_id_sent_as_a_number_stands_fully_masked_not_as_none():
     detail = FlowDetail.from_json({"flow": {"flowId": "f-1", "data": {"nationalId": 1010150087}}})
     assert detail.data.national_id == "•" * 11
     assert FlowDetail.from_json({"flow": {"flowId": "f-1", "data": {"nationalId": True}}}).data.national_id is None
+
+
+@pytest.mark.parametrize(
+    ("location", "said"),
+    [
+        ("https://idp.example:8443/realms/x/token", "https://idp.example:8443"),
+        ("/realms/x/token/", "https://idp.example"),  # relative: from the address asked
+        ("http://[", "an address no URL parser reads"),
+        (None, "an address it did not name"),
+    ],
+)
+def test_a_token_redirect_is_named_by_the_whole_origin_it_points_to(location, said):
+    """The port was dropped, a relative Location was said to name no address, and "http://[" raised (a re-check)."""
+    from portal.flowapi.tokens import _origin_of
+
+    assert _origin_of(location, "https://idp.example/realms/x/protocol/openid-connect/token") == said
+
+
+def test_a_status_in_another_spelling_is_badged_as_the_status_it_is(app):
+    """A webhook's "canceled" was shown raw, untranslated and grey, beside the index's "cancelled" (a re-check)."""
+    from portal.widgets import status_badge
+
+    with app.test_request_context("/events"):
+        assert ">cancelled<" in status_badge("canceled") and "tone-neutral" not in status_badge("ACCEPTED")

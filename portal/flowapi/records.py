@@ -36,6 +36,7 @@ NEXT_TOKENS = {
 MAX_POSITION_PARAMS = 4
 LIST_KEYS = ("data", "items", "flows", "results")  # the spec's `data` first
 FLOW_PATHS = ("flows", "applications")  # /api/flows/<id> (seed §2.3), /api/applications/<id> (§4.3)
+FLOW_ONLY_FIELDS = frozenset({"referenceId", "flowNumber", "nationalId", "lastName", "createdAt", "redirectUrl"})
 
 
 def _national_id(source: dict[str, Any]) -> str | None:
@@ -256,14 +257,12 @@ class FlowPage:
 
 def _more_by_count(payload: dict[str, Any], count: int) -> bool | None:
     """Whether more follow by the service's own count: none past its `total` when it pages by `offset` (going on by
-    ids instead, a service that ignores them sends its first page again); more when a page holds fewer than `total`
-    (a later page may then lead to an empty one, which ends the list). Unknown otherwise."""
+    ids instead, a service that ignores them sends its first page again). Unknown otherwise: without the offset, a
+    total cannot say whether this page is the last."""
     offset, total = _integer(payload, "offset"), _integer(payload, "total")
     if total is None:
         return None
-    if offset is not None:
-        return offset + count < total
-    return True if 0 < count < total else None
+    return offset + count < total if offset is not None else None
 
 
 def _continuation(payload: dict[str, Any], count: int) -> dict[str, str] | None:
@@ -312,8 +311,9 @@ class CreatedFlow:
         self_link = _text(self_link, "href") if isinstance(self_link, dict) else self_link
         candidates = (
             _identifier(body, "flowId"),
-            # A bare `id` in an answer of 202 (accepted, not yet made) is as likely a job's to poll as the flow's.
-            _identifier(body, "id") if status != 202 or "referenceId" in body else None,
+            # A bare `id` in an answer of 202 (accepted, not yet made) is as likely a job's to poll as the flow's:
+            # the flow's only beside what only a flow has.
+            _identifier(body, "id") if status != 202 or body.keys() & FLOW_ONLY_FIELDS else None,
             _identifier(flow, "flowId", "id"),
             flow_id_from_path(self_link),
             flow_id_from_path((headers or {}).get("Location") or (headers or {}).get("location")),

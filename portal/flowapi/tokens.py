@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
@@ -290,10 +290,11 @@ def _read_token_answer(response: requests.Response) -> requests.Response:
     if error is not None:
         raise _oauth_error(error, description, status)
     if 300 <= status < 400:
+        target = _origin_of(response.headers.get("Location"), response.url)
         raise UpstreamProtocolError(
-            f"The identity provider answered the token request with a redirect (HTTP {status} to "
-            f"{_origin_of(response.headers.get('Location'))}), not followed: the client secret goes only to the "
-            "configured address. Set FLOW_TOKEN_URL, or FLOW_OIDC_URL and FLOW_REALM, to the token endpoint itself",
+            f"The identity provider answered the token request with a redirect (HTTP {status} to {target}), not "
+            "followed: the client secret goes only to the configured address. Set FLOW_TOKEN_URL, or FLOW_OIDC_URL "
+            "and FLOW_REALM, to the token endpoint itself",
             status=status,
             code="token_redirect",
         )
@@ -324,10 +325,19 @@ def _read_token_answer(response: requests.Response) -> requests.Response:
     return response
 
 
-def _origin_of(location: str | None) -> str:
-    """Where a redirect points, without its path or query (which may carry anything)."""
-    parts = urlsplit(location or "")
-    return f"{parts.scheme}://{parts.hostname}" if parts.scheme and parts.hostname else "an address it did not name"
+def _origin_of(location: str | None, requested: str) -> str:
+    """Where a redirect points (a relative one from the address asked), as scheme, host and port: its path and query
+    may carry anything."""
+    if not location:
+        return "an address it did not name"
+    try:
+        parts = urlsplit(urljoin(requested, location.strip()))
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "an address no URL parser reads"
+    return (
+        f"{parts.scheme}://{parts.hostname}{port}" if parts.scheme and parts.hostname else "an address it did not name"
+    )
 
 
 def _json_object(response: requests.Response) -> dict[str, Any] | None:

@@ -427,9 +427,19 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
 
 def _changed_since_listed(flow: FlowDetail, status: FlowStatus) -> bool:
     """Whether the service changed a flow taken as current after its list last said so: archived meanwhile, which
-    its answer here does not say (found by a new user: "Flow active", an archived flow's page, for good)."""
+    its answer here does not say (found by a new user: "Flow active", an archived flow's page, for good). Once a
+    change (its `updatedAt`) was looked up, not again: a service whose clock runs ahead of the portal's would
+    otherwise have every view read the list."""
     archived = status.archived
-    return archived.value is not True and bool(flow.updated_at and archived.at and flow.updated_at > archived.at)
+    if archived.value is True or not (flow.updated_at and archived.at and flow.updated_at > archived.at):
+        return False
+    looked_up = current_app.extensions.setdefault("portal.changes_looked_up", {})  # flow id -> its updatedAt
+    if looked_up.get(flow.flow_id) == flow.updated_at:
+        return False
+    if len(looked_up) >= MOST_LIST_MISSES_KEPT:
+        looked_up.clear()
+    looked_up[flow.flow_id] = flow.updated_at
+    return True
 
 
 def _read_from_the_list(flow: FlowDetail) -> bool:
@@ -498,7 +508,7 @@ def detail(flow_id: str):
     try:
         return _render_detail(flow_id)
     except NotFound:
-        if not REFERENCE_SHAPE.fullmatch(typed):
+        if not REFERENCE_SHAPE.fullmatch(typed) or index_record(typed) is not None:  # a flow id the index has heard of
             raise
         return _reference_not_indexed_yet(typed)
 

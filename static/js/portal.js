@@ -45,12 +45,15 @@ document.addEventListener("DOMContentLoaded", () => {
       }
     });
   }
-  // The administration entries (a <details>, which opens and closes by itself): closed again by a click elsewhere or
-  // by Escape, which returns to its summary, as a menu does.
+  // The administration entries (a <details>, which opens and closes by itself): closed again by a click elsewhere,
+  // by the focus leaving them (Tab past the last), or by Escape, which returns to its summary, as a menu does.
   const adminEntries = document.querySelector("details.admin-entries");
   if (adminEntries) {
     document.addEventListener("click", (event) => {
       if (adminEntries.open && !adminEntries.contains(event.target)) adminEntries.open = false;
+    });
+    adminEntries.addEventListener("focusout", (event) => {
+      if (adminEntries.open && !adminEntries.contains(event.relatedTarget)) adminEntries.open = false;
     });
     adminEntries.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && adminEntries.open) {

@@ -452,6 +452,12 @@ def test_an_admin_s_menu_keeps_to_one_row_on_a_desktop(page, stack, shot, langua
     page.keyboard.press("Escape")
     expect(audit).to_be_hidden()
     expect(summary).to_be_focused()
+    expect(summary).to_have_attribute("aria-current", "true")  # a screen reader hears the page is in this part
+    page.keyboard.press("Enter")
+    for _ in range(8):  # past the seven entries, to Sign out: the panel closes behind the focus (a re-check)
+        page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name=re.compile("Sign out|Logg ut|Logga ut|Kirjaudu ulos"))).to_be_focused()
+    expect(audit).to_be_hidden()
 
 
 FOCUSED = """() => {
