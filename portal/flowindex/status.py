@@ -196,6 +196,12 @@ def archived_list_in_doubt(page: FlowPage, listed_since: datetime, least: int = 
     return count >= least and count * 2 >= len(page.items)
 
 
+def current_listed_since(since: datetime) -> bool:
+    """Whether the index holds a flow the current list showed since `since` (else a check against it says nothing)."""
+    listed = select(FlowRecord.id).where(FlowRecord.archived.is_(False), FlowRecord.listed_at >= since).limit(1)
+    return db.session.scalar(listed) is not None
+
+
 def statuses_of_page(page: FlowPage, archived: bool | None) -> dict[str, FlowStatus]:
     """Each row of a live list page by flow id, with the page's index rows read in one query."""
     ids = [item.id for item in page.items if item.id]

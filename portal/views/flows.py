@@ -61,6 +61,7 @@ from ..flowindex.status import (
     FlowStatus,
     archived_list_in_doubt,
     consent_since,
+    current_listed_since,
     status_of_detail,
     status_of_record,
     statuses_of_page,
@@ -173,7 +174,8 @@ def _what_the_tab_says(query: ListQuery, page: FlowPage, notices: list[str]) -> 
     is in doubt (then each item's own `archived`, if it says, decides)."""
     if not query.archived:
         return False
-    if not archived_list_in_doubt(page, utc_now() - CURRENT_LATELY, least=3):
+    lately = utc_now() - CURRENT_LATELY
+    if not (archived_list_in_doubt(page, lately, least=ARCHIVED_DOUBT_LEAST) or _current_list_shares(page, lately)):
         return True
     notices.append(
         _(
@@ -182,6 +184,24 @@ def _what_the_tab_says(query: ListQuery, page: FlowPage, notices: list[str]) -> 
         )
     )
     return None
+
+
+def _current_list_shares(page: FlowPage, lately: datetime) -> bool:
+    """Without a current list in the index lately (the first look after start, or after an hour), the archived tab
+    could not be judged, and a service that reads `archived=true` as "archived too" had its current flows shown
+    archived (found by a stand-in): its current list's first page is asked for once, indexed, and compared."""
+    if current_listed_since(lately) or len(page.items) < ARCHIVED_DOUBT_LEAST:
+        return False
+    try:
+        current_page = flow_client().list_flows(max(len(page.items), DEFAULT_LIMIT), archived=False)
+    except FlowApiError:
+        return False  # the tab's word stands, as it did
+    saw_page(current_page, False)
+    shared = {item.id for item in current_page.items if item.id} & {item.id for item in page.items if item.id}
+    return len(shared) >= ARCHIVED_DOUBT_LEAST and len(shared) * 2 >= len(page.items)
+
+
+ARCHIVED_DOUBT_LEAST = 3
 
 
 def _index_instead(error: FlowApiError):
