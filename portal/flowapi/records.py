@@ -238,8 +238,8 @@ class FlowPage:
         next_position, has_more = _continuation(payload, len(items)), _flag(payload, "has_more")
         if has_more is None and "next" in payload and payload["next"] is None:
             has_more = False  # an explicit "no next link"
-        if has_more is None and next_position is None:
-            has_more = _more_by_count(payload, len(items))
+        if has_more is None and next_position is None and _past_its_total(payload, len(items)):
+            has_more = False
         return cls(items=items, has_more=has_more, next_position=next_position, raw=payload)
 
     @property
@@ -255,14 +255,11 @@ class FlowPage:
         return sum(1 for item in self.items if not item.id)
 
 
-def _more_by_count(payload: dict[str, Any], count: int) -> bool | None:
-    """Whether more follow by the service's own count: none past its `total` when it pages by `offset` (going on by
-    ids instead, a service that ignores them sends its first page again). Unknown otherwise: without the offset, a
-    total cannot say whether this page is the last."""
+def _past_its_total(payload: dict[str, Any], count: int) -> bool:
+    """Whether a service that pages by `offset` says by its `total` that this page is its last: going on by ids
+    instead, a service that ignores them sends its first page again. (Without the offset a total cannot say.)"""
     offset, total = _integer(payload, "offset"), _integer(payload, "total")
-    if total is None:
-        return None
-    return offset + count < total if offset is not None else None
+    return offset is not None and total is not None and offset + count >= total
 
 
 def _continuation(payload: dict[str, Any], count: int) -> dict[str, str] | None:

@@ -294,6 +294,11 @@ _UUID_START = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{0,4}){0,3}(-[0-9a-f]{0,12})?")
 _REFERENCE_SAID = re.compile(r"([A-Za-z]{1,10})[\s._-]{0,3}([0-9]{1,80})")
 
 
+def looks_like_a_reference(text: str) -> bool:
+    """Whether `text` reads as a reference, as people say and type one (LA-10040, la10040, LA 10040)."""
+    return _REFERENCE_SAID.fullmatch(text.strip()) is not None
+
+
 def _spellings(text: str) -> set[str]:
     """The text in any letter case; a reference as said (`_REFERENCE_SAID`) also with a hyphen and without one:
     "la10040" and "LA 10040" find "LA-10040" (and "B-10038" finds "B10038")."""

@@ -192,8 +192,12 @@ def archived_list_in_doubt(page: FlowPage, listed_since: datetime, least: int = 
     current = select(func.count()).where(
         FlowRecord.flow_id.in_(ids), FlowRecord.archived.is_(False), FlowRecord.listed_at >= listed_since
     )
-    count = db.session.scalar(current) or 0
-    return count >= least and count * 2 >= len(page.items)
+    return mostly_current(db.session.scalar(current) or 0, len(page.items), least)
+
+
+def mostly_current(current: int, shown: int, least: int) -> bool:
+    """The archived tab's doubt: `current` of its `shown` flows known current, at least `least` and half of them."""
+    return current >= least and current * 2 >= shown
 
 
 def current_listed_since(since: datetime) -> bool:

@@ -2,7 +2,6 @@
 
 import logging
 import math
-import re
 import secrets
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -53,6 +52,7 @@ from ..flowindex.search import (
     index_knows_reference,
     indexed_mask,
     last_listed,
+    looks_like_a_reference,
     references_ending_in,
     search_page,
     status_counts,
@@ -62,6 +62,7 @@ from ..flowindex.status import (
     archived_list_in_doubt,
     consent_since,
     current_listed_since,
+    mostly_current,
     status_of_detail,
     status_of_record,
     statuses_of_page,
@@ -167,6 +168,7 @@ def index():
 # The archived tab holding at least 3 flows the current list showed within the hour, half its page or more, is a
 # service that ignores the archived filter: its rows are not taken for archived because of the tab.
 CURRENT_LATELY = timedelta(hours=1)
+ARCHIVED_DOUBT_LEAST = 3
 
 
 def _what_the_tab_says(query: ListQuery, page: FlowPage, notices: list[str]) -> bool | None:
@@ -198,10 +200,7 @@ def _current_list_shares(page: FlowPage, lately: datetime) -> bool:
         return False  # the tab's word stands, as it did
     saw_page(current_page, False)
     shared = {item.id for item in current_page.items if item.id} & {item.id for item in page.items if item.id}
-    return len(shared) >= ARCHIVED_DOUBT_LEAST and len(shared) * 2 >= len(page.items)
-
-
-ARCHIVED_DOUBT_LEAST = 3
+    return mostly_current(len(shared), len(page.items), ARCHIVED_DOUBT_LEAST)
 
 
 def _index_instead(error: FlowApiError):
@@ -453,13 +452,19 @@ def _changed_since_listed(flow: FlowDetail, status: FlowStatus) -> bool:
     archived = status.archived
     if archived.value is True or not (flow.updated_at and archived.at and flow.updated_at > archived.at):
         return False
-    looked_up = current_app.extensions.setdefault("portal.changes_looked_up", {})  # flow id -> its updatedAt
+    looked_up = _process_memory("portal.changes_looked_up")  # flow id -> the updatedAt looked up
     if looked_up.get(flow.flow_id) == flow.updated_at:
         return False
-    if len(looked_up) >= MOST_LIST_MISSES_KEPT:
-        looked_up.clear()
     looked_up[flow.flow_id] = flow.updated_at
     return True
+
+
+def _process_memory(name: str) -> dict:
+    """A dictionary this process keeps across requests, emptied when full (a memory of what not to ask again)."""
+    memory = current_app.extensions.setdefault(name, {})
+    if len(memory) >= MOST_REMEMBERED:
+        memory.clear()
+    return memory
 
 
 def _read_from_the_list(flow: FlowDetail) -> bool:
@@ -468,14 +473,12 @@ def _read_from_the_list(flow: FlowDetail) -> bool:
     list's word (not as heard: a change no event told of stays a gap). Whether the list showed it. A list that did
     not show it is not asked again for a while: each view of the page would otherwise cost its few list calls again
     (Refresh still asks)."""
-    missed = current_app.extensions.setdefault("portal.list_misses", {})  # flow id -> when the list did not show it
+    missed = _process_memory("portal.list_misses")  # flow id -> when the list did not show it
     now = current.clock()()
     if now - missed.get(flow.flow_id, -math.inf) < LIST_ASKED_AGAIN_AFTER:
         return False
     listed = _listed(flow)
     if listed is None:
-        if len(missed) >= MOST_LIST_MISSES_KEPT:
-            missed.clear()
         missed[flow.flow_id] = now
         return False
     observation = from_summary(*listed, portal_now())
@@ -484,7 +487,7 @@ def _read_from_the_list(flow: FlowDetail) -> bool:
 
 
 LIST_ASKED_AGAIN_AFTER = 300  # seconds
-MOST_LIST_MISSES_KEPT = 1024
+MOST_REMEMBERED = 1024
 
 
 def _disagreements(flow: FlowDetail, record: FlowRecord | None, person: str | None) -> list[str]:
@@ -528,13 +531,9 @@ def detail(flow_id: str):
     try:
         return _render_detail(flow_id)
     except NotFound:
-        if not REFERENCE_SHAPE.fullmatch(typed) or index_record(typed) is not None:  # a flow id the index has heard of
+        if not looks_like_a_reference(typed) or index_record(typed) is not None:  # a flow id the index has heard of
             raise
         return _reference_not_indexed_yet(typed)
-
-
-# What a reference looks like (LA-10040): an address of one that is no flow id may name a flow the index lacks.
-REFERENCE_SHAPE = re.compile(r"[A-Za-z]{1,12}-[0-9]{1,12}")
 
 
 def _reference_not_indexed_yet(reference: str):
