@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from . import current
 from .extensions import db
-from .flowindex.keys import read_national_id
+from .flowindex.keys import NationalId, read_national_id
 from .masking import id_spellings_in_text, is_national_id_key
 from .models import AccessEntry, FlowRecord
 from .paging import KeysetPage, newest_first
@@ -32,7 +32,11 @@ BATCH = 500
 def subject_key_of(national_id: str | None, country: str | None = None) -> str | None:
     """The person's subject key, or None when `national_id` is no valid id."""
     number = read_national_id(national_id, country)
-    return number.keyed_hash(current.settings().index_key) if number else None
+    return subject_key_of_number(number) if number else None
+
+
+def subject_key_of_number(number: NationalId) -> str:
+    return number.keyed_hash(current.settings().index_key)
 
 
 def record_access(subject_key: str | None, kind: str, target: str, purpose: str | None = None) -> None:

@@ -8,13 +8,14 @@ their access log). Erasure removes those records except the kinds a legal hold k
 """
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from flask_babel import lazy_gettext as _l
 from sqlalchemy import ColumnElement, delete, or_, select, update
 
-from .access_log import subject_key_of, subject_keys_of_event
+from .access_log import subject_key_of_number, subject_keys_of_event
 from .audit import record_audit
 from .database import changed_rows
 from .extensions import db
@@ -34,7 +35,8 @@ from .models import (
 )
 from .settings import SUBJECT_RECORD_KINDS as KINDS  # the kinds a legal hold may name
 
-EVENT_SCAN_BATCH = 500
+EVENT_SCAN_BATCH = 2000
+_NOT_DIGITS = bytes(sorted(set(range(256)) - set(b"0123456789")))  # for bytes.translate: ten times a regex's speed
 # The portal's erasure ends at its own records: the flows stay in the Flow Service, whose pages show the person.
 SERVICE_KEEPS_FLOWS = _l(
     "The Flow Service keeps its own records of this person's flows: the portal shows them from the service for as "
@@ -62,13 +64,14 @@ class SubjectRecords:
 
 def find_subject(national_id: str) -> SubjectRecords | None:
     """Every locally stored record about the person with `national_id`; None when it is no valid id."""
-    subject_key = subject_key_of(national_id)
-    if subject_key is None:
+    number = read_national_id(national_id)
+    if number is None:
         return None
+    subject_key = subject_key_of_number(number)
     found = SubjectRecords(subject_key)
     found.flows = list(db.session.scalars(select(FlowRecord).where(FlowRecord.national_id_hash == subject_key)))
     flow_ids = [record.flow_id for record in found.flows]
-    found.events = _events_of(subject_key, flow_ids)
+    found.events = _events_of(number, subject_key, flow_ids)
     if flow_ids:
         found.incidents = list(db.session.scalars(select(FlowIncident).where(FlowIncident.flow_id.in_(flow_ids))))
         found.notifications = list(db.session.scalars(select(Notification).where(Notification.flow_id.in_(flow_ids))))
@@ -76,8 +79,7 @@ def find_subject(national_id: str) -> SubjectRecords | None:
             db.session.scalars(select(CreateSubmission).where(CreateSubmission.flow_id.in_(flow_ids)))
         )
     references = sorted({record.reference_id for record in found.flows if record.reference_id})
-    born = _birth_digits(read_national_id(national_id))
-    naming = _audit_naming(subject_key, flow_ids, references, born)
+    naming = _audit_naming(subject_key, flow_ids, references, number.birth_digits)
     found.audit = list(db.session.scalars(select(AuditEntry).where(naming)))
     found.access_log = list(db.session.scalars(select(AccessEntry).where(AccessEntry.subject_key == subject_key)))
     return found
@@ -142,36 +144,45 @@ def _erase_person_from_flows(row_ids: list[int]) -> int:
     return changed_rows(erased.values({**dict.fromkeys(PERSON_COLUMNS), "erased_at": utc_now()}))
 
 
-def _events_of(subject_key: str, flow_ids: list[str]) -> list[WebhookEvent]:
+def _events_of(number: NationalId, subject_key: str, flow_ids: list[str]) -> list[WebhookEvent]:
     """Events of the person's flows, and any other event whose body names the person."""
-    chosen = {}
-    if flow_ids:
-        for event in db.session.scalars(select(WebhookEvent).where(WebhookEvent.flow_id.in_(flow_ids))):
-            chosen[event.id] = event
-    last_id = 0
-    while True:  # events of flows the index does not know: read in batches, matched by the id they carry
-        batch = list(
-            db.session.scalars(
-                select(WebhookEvent).where(WebhookEvent.id > last_id).order_by(WebhookEvent.id).limit(EVENT_SCAN_BATCH)
-            )
-        )
-        for event in batch:
-            if event.id not in chosen and subject_key in subject_keys_of_event(None, event.body):
-                chosen[event.id] = event
+    chosen = set(_events_naming(number, subject_key))
+    for some in _chunks(flow_ids):
+        chosen.update(db.session.scalars(select(WebhookEvent.id).where(WebhookEvent.flow_id.in_(some))))
+    events: list[WebhookEvent] = []
+    for some in _chunks(sorted(chosen)):
+        events += db.session.scalars(select(WebhookEvent).where(WebhookEvent.id.in_(some)).order_by(WebhookEvent.id))
+    return events
+
+
+def _events_naming(number: NationalId, subject_key: str) -> Iterator[int]:
+    """The ids of the events whose body names the person, whichever flow they are of. Every body is read, in
+    batches of plain rows; only one whose digits hold the person's (`NationalId.digit_runs`) is read for ids."""
+    runs, last_id = number.digit_runs, 0
+    while True:
+        query = select(WebhookEvent.id, WebhookEvent.body).where(WebhookEvent.id > last_id).order_by(WebhookEvent.id)
+        # Plain rows from the connection, not through the ORM's loading: a third of the time.
+        batch = db.session.connection().execute(query.limit(EVENT_SCAN_BATCH)).all()
+        for event_id, body in batch:
+            if _may_name(body, runs) and subject_key in subject_keys_of_event(None, body):
+                yield event_id
         if len(batch) < EVENT_SCAN_BATCH:
-            return sorted(chosen.values(), key=lambda event: event.id)
+            return
         last_id = batch[-1].id
 
 
-def _birth_digits(number: NationalId | None) -> str:
-    """The six digits of the birth date as the person's masked id shows them (151086•••••, 811218-••••)."""
-    if number is None:
-        return ""
-    if number.country == "no":
-        return number.canonical[:6]  # DDMMYY, D-number and Tenor days and months as written
-    if number.country == "se":
-        return number.canonical[2:8]  # YYMMDD of YYYYMMDDNNNN
-    return number.canonical[6:8] + number.canonical[4:6] + number.canonical[2:4]  # fi: DDMMYY of YYYYMMDD…
+def _may_name(body: str, digit_runs: tuple[str, ...]) -> bool:
+    """False when `body` cannot name the person; a body whose digits may be written otherwise (other scripts'
+    digits, JSON's \\u escapes) is read whole."""
+    if not body.isascii() or "\\u" in body:
+        return True
+    digits = body.encode("ascii").translate(None, _NOT_DIGITS)
+    return any(run.encode("ascii") in digits for run in digit_runs)
+
+
+def _chunks(values: list, size: int = 500) -> Iterator[list]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
 
 
 def _audit_naming(subject_key: str, flow_ids: list[str], references: list[str], born: str):

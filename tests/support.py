@@ -157,12 +157,13 @@ def production_settings(**overrides) -> dict:
     } | overrides
 
 
-def deliver_signed(app, payload: dict, secret: str = DEMO_WEBHOOK_SECRET):
-    """Post `payload` to the portal's webhook endpoint signed as the sandbox signs (Standard Webhooks)."""
+def deliver_signed(app, payload: dict, secret: str = DEMO_WEBHOOK_SECRET, body: str | None = None):
+    """Post `payload` (or the text `body`) to the portal's webhook endpoint signed as the sandbox signs (Standard
+    Webhooks)."""
     import json
     from datetime import datetime, timezone
 
-    body = json.dumps(payload)
+    body = json.dumps(payload) if body is None else body
     message_id, moment = f"msg_{uuid.uuid4().hex}", datetime.now(timezone.utc)
     headers = standard_headers(secret, message_id, moment, body) | {"content-type": "application/json"}
     return app.test_client().post("/webhooks/flow", data=body, headers=headers)

@@ -141,6 +141,50 @@ def test_an_access_request_and_an_erasure_find_every_event_that_names_the_person
     assert len(left) == 1 and "no id" in left[0]
 
 
+# Each person, and ways a body may write their id that the whole read of a body takes for them: the erasure's scan
+# reads only bodies whose digits hold the person's (`NationalId.digit_runs`), and must find every one of them.
+WRITTEN = {
+    PERSON: ["151086 95088", "151086-95088", "15.10.86.95088", "151086\u202f95088", 15108695088],
+    "01019010046": ["01019010046", 1019010046, "010190 10046"],  # as a JSON number, it lost its leading 0
+    OTHER: ["811218-9876", "19811218-9876", "198112189876", "1981-12-18-9876", "811218 - 9876"],
+    FINNISH: ["131052-308T", "131052Y308T", "131052-308t"],
+}
+# How many of each person's bodies (`_bodies_naming`) name them: ten bare digits in a text and a separator of
+# three characters are read only under an id's own key (a phone number, a list of numbers).
+NAMED = {PERSON: 20 + 1, "01019010046": 9, OTHER: 17, FINNISH: 12}  # PERSON: and the JSON-escaped body
+
+
+def _bodies_naming(written) -> list[dict]:
+    text = written if isinstance(written, str) else str(written)
+    full_width = text.translate({ord(digit): 0xFF10 + int(digit) for digit in "0123456789"})
+    return [
+        {"note": f"about {text}"},
+        {"applicant": {"nationalId": written}},
+        {"notes": {f"call {text}": "done"}},
+        {"note": f"about {full_width}"},  # other digits: the body is read whole
+    ]
+
+
+def test_the_erasure_s_scan_finds_every_event_the_whole_read_of_each_body_finds(app):
+    from portal.access_log import subject_key_of, subject_keys_of_event
+
+    for person, forms in WRITTEN.items():
+        for written in forms:
+            for body in _bodies_naming(written):
+                deliver(app, {"type": "note", "data": {"flowId": f"elsewhere-{uuid.uuid4()}"}, **body})
+    escaped = '{"type": "note", "data": {"flowId": "escaped"}, "note": "\\u0031\\u0035108695088"}'
+    assert deliver_signed(app, {}, body=escaped).status_code == 200  # digits as JSON escapes
+    for noise in range(20):
+        deliver(app, {"type": "flow.status_changed", "data": {"flowId": str(uuid.uuid4()), "status": "Opened"}})
+    with app.app_context():
+        events = {event.id: event.body for event in db.session.query(WebhookEvent)}
+        for person in WRITTEN:
+            key = subject_key_of(person)
+            named = {event_id for event_id, body in events.items() if key in subject_keys_of_event(None, body)}
+            assert {event.id for event in find_subject(person).events} == named, person
+            assert len(named) == NAMED[person], person
+
+
 def test_an_access_request_gives_no_other_person_s_id_and_an_erasure_takes_no_one_else_s_event(app):
     """Found by a re-check: an event naming a co-applicant went whole into the person's export, the other person's
     national id in clear; and a phone number read as a Swedish id made an erasure delete another person's event."""

@@ -56,6 +56,26 @@ class NationalId:
     def masked(self) -> str:
         return mask_national_id(self.written)
 
+    @property
+    def birth_digits(self) -> str:
+        """The six digits of the birth date as the masked id shows them (151086•••••, 811218-••••)."""
+        if self.country == "no":
+            return self.canonical[:6]  # DDMMYY, D-number and Tenor days and months as written
+        if self.country == "se":
+            return self.canonical[2:8]  # YYMMDD of YYYYMMDDNNNN
+        return self.canonical[6:8] + self.canonical[4:6] + self.canonical[2:4]  # fi: DDMMYY of YYYYMMDD…
+
+    @property
+    def digit_runs(self) -> tuple[str, ...]:
+        """Digits that every written form of the id keeps in a row once all but the digits are left out of a text:
+        a text without one of them cannot name the person (a test a scan makes before it reads a text's ids)."""
+        if self.country == "no":
+            return (self.canonical[-10:],)  # a number that lost its leading 0 (a JSON number) keeps the other ten
+        if self.country == "se":  # the birth day, or the coordination number's day (+60), without the century
+            day = int(self.canonical[6:8])
+            return tuple(f"{self.canonical[2:6]}{written:02d}{self.canonical[8:]}" for written in (day, day + 60))
+        return (self.birth_digits + self.canonical[8:11],)  # fi: DDMMYY, the century sign left out, NNN
+
 
 def read_national_id(value: str | None, country: str | None = None) -> NationalId | None:
     """The id as a NationalId when it is valid (for `country`, or for the one country it fits)."""
