@@ -567,3 +567,24 @@ def test_the_work_lists_show_a_cancelled_or_archived_flow_as_such_beside_its_con
     assert states(queue, "incident-row") == expected
     assert states(staff.get("/insights/stuck").text, "incident-flow-row") == expected
     assert ">cancelled</span>" in queue and ">archived</span>" in queue
+
+
+def test_actions_read_while_a_flow_ran_are_not_shown_once_it_has_ended(portal, sandbox):
+    """Found by a helper: a flow cancelled after its page was read still offered Assign and Cancel in the queue."""
+    body = sandbox.api("GET", f"/api/applications/{sandbox.create()['flowId']}").json()
+    incident = {"inc-1": {"id": "inc-1", "message": "failure", "taskType": "score"}}
+    detail = FlowDetail.from_json({**body, "flow": body["flow"] | {"incidents": incident, "hasIncidents": True}})
+    read_at = datetime.now(UTC)
+    later = read_at + timedelta(minutes=1)
+    same_lifecycle = Observation(detail.flow_id, LIST, later, later, lifecycle="active", archived=False)
+    cancelled = Observation(detail.flow_id, WEBHOOK, later, later + timedelta(minutes=1), lifecycle="cancelled")
+    with portal.app_context():
+        apply_observations([from_detail(detail, read_at), same_lifecycle], KEY)
+    assert record_of(portal, detail.flow_id).actions == "read,assign,cancel", "a list that says the same keeps them"
+    staff = client_for(portal)
+    assert 'data-action="cancel"' in staff.get("/insights/incidents").text
+    with portal.app_context():
+        apply_observations([cancelled], KEY)
+    assert record_of(portal, detail.flow_id).actions is None
+    queue = staff.get("/insights/incidents").text
+    assert detail.flow_id in queue and 'data-action="cancel"' not in queue and 'data-action="assign"' not in queue

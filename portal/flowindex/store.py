@@ -213,11 +213,14 @@ def merge(record: Record, observation: Observation, index_key: bytes, fresh: boo
     """Bring `observation` into `record`; True when something staff can see changed."""
     changed = _merge_identity(record, observation, index_key)
     newer_version = _version_order(record, observation)
+    lifecycle = record.lifecycle
     for fields, time_column, source_column in STATE_PARTS:
         carried = any(getattr(observation, name) is not None for name in fields)
         current = newer_version if newer_version is not None else _not_older(record, time_column, observation)
         if carried and current:
             changed |= _merge_part(record, observation, fields, time_column, source_column)
+    if lifecycle is not None and record.lifecycle != lifecycle and observation.actions is None:
+        record.actions = None  # the service's for the former lifecycle (Cancel on a running flow): unknown till read
     _merge_milestones(record, observation)
     if observation.source == WEBHOOK:
         _merge_heard(record, observation)
