@@ -8,7 +8,8 @@ from functools import wraps
 from urllib.parse import urlsplit
 
 from flask import Flask, redirect, render_template, request
-from werkzeug.exceptions import BadRequest, SecurityError
+from werkzeug.exceptions import BadRequest
+from werkzeug.sansio.utils import host_is_trusted
 from werkzeug.wsgi import get_host
 
 from .flowlinks import return_address, sealed_address
@@ -117,11 +118,7 @@ class TrustedHosts:
         if literal:
             port = literal["port"]
             return _ipv6(literal["address"]) in self.addresses and (port is None or 0 < int(port) < 65536)
-        try:
-            get_host(environ, self.hosts)
-        except SecurityError:
-            return False
-        return True
+        return host_is_trusted(get_host(environ).lower(), self.hosts)  # a host name is the same in any case
 
 
 _IPV6_HOST = re.compile(r"\[(?P<address>[0-9A-Fa-f:.]+)\](?::(?P<port>[0-9]{1,5}))?")

@@ -665,8 +665,8 @@ def test_a_foreign_host_header_is_refused(client):
     assert client.get("/healthz", headers={"Host": "127.0.0.1:5000"}).status_code == 200
 
 
-@pytest.mark.parametrize("host", ["[::1]", "[::1]:5000", "[0:0:0:0:0:0:0:1]:8000"])
-def test_ipv6_loopback_is_a_host_the_portal_answers_to(client, host):
+@pytest.mark.parametrize("host", ["LOCALHOST", "Localhost:5000", "[::1]", "[::1]:5000", "[0:0:0:0:0:0:0:1]:8000"])
+def test_loopback_in_any_case_and_ipv6_loopback_is_a_host_the_portal_answers_to(client, host):
     assert client.get("/healthz", headers={"Host": host}).status_code == 200
 
 
