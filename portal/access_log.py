@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from . import current
 from .extensions import db
-from .flowindex.keys import NationalId, read_national_id
+from .flowindex.keys import NationalId, national_id_readings, read_national_id
 from .masking import id_spellings_in_text, is_national_id_key
 from .models import AccessEntry, FlowRecord
 from .paging import KeysetPage, newest_first
@@ -78,10 +78,19 @@ def subject_keys_of_event(flow_id: str | None, body: str) -> list[str]:
         if known:
             keys.append(known)
     for spellings in _id_spellings(body):
-        key = next(filter(None, map(subject_key_of, spellings)), None)
-        if key and key not in keys:
-            keys.append(key)
+        for key in _keys_of_first_readable(spellings):
+            if key not in keys:
+                keys.append(key)
     return keys
+
+
+def _keys_of_first_readable(spellings: tuple[str, ...]) -> list[str]:
+    """The subject keys of the first spelling that is a valid id: one for each country it is valid in (a body
+    says no country, and 010111-9907 may be the Finn of 1911 or the Swede of 2001)."""
+    for spelling in spellings:
+        if readings := national_id_readings(spelling):
+            return [subject_key_of_number(number) for number in readings]
+    return []
 
 
 def record_event_access(flow_id: str | None, body: str, target: str) -> None:

@@ -35,6 +35,7 @@ from .database import DatabaseUnavailable
 from .flowapi import FlowApiError, InsufficientScope, TokenRequestRefused, Unauthorized, UpstreamProtocolError
 from .flowapi.records import parse_timestamp
 from .flowindex.gapcheck import GAP_CHECKS
+from .flowindex.keys import national_id_readings
 from .flowindex.sync import ALL, ARCHIVED, CURRENT, LeaseLost, SyncLocked, SyncReport, SyncStopped, run_sync
 from .masking import mask_document, mask_text
 from .models import ROLES, User
@@ -435,28 +436,41 @@ def apply_retention_settings():
             click.echo(removed.line())
 
 
-def _subject(national_id: str) -> SubjectRecords:
-    found = find_subject(national_id)
+def _subject(national_id: str, country: str | None) -> SubjectRecords:
+    readings = [number.country for number in national_id_readings(national_id)]
+    if country is None and len(readings) > 1:
+        raise click.BadParameter(
+            f"valid in more than one country ({', '.join(readings)}), each a different person: add --country",
+            param_hint="NATIONAL_ID",
+        )
+    found = find_subject(national_id, country)
     if found is None:
         raise click.BadParameter("not a valid Norwegian, Swedish or Finnish national id", param_hint="NATIONAL_ID")
     return found
 
 
+COUNTRY_OPTION = click.option(
+    "--country", type=click.Choice(["no", "se", "fi"]), help="The person's country, for a number valid in two."
+)
+
+
 @subjects.command("export")
 @click.argument("national_id")
-def export_subject(national_id: str):
+@COUNTRY_OPTION
+def export_subject(national_id: str, country: str | None):
     """Every stored record about the person with NATIONAL_ID, as one JSON document on stdout (access request)."""
-    found = _subject(national_id)
+    found = _subject(national_id, country)
     record_audit(_actor(), "subject_export", f"subject {found.subject_key[:12]}")
     click.echo(json.dumps(export_document(found), ensure_ascii=False, indent=2))
 
 
 @subjects.command("erase")
 @click.argument("national_id")
+@COUNTRY_OPTION
 @click.option("--yes", is_flag=True, help="Erase without asking.")
-def erase_subject(national_id: str, yes: bool):
+def erase_subject(national_id: str, country: str | None, yes: bool):
     """Erase the stored records about the person with NATIONAL_ID, except what PORTAL_LEGAL_HOLD keeps."""
-    found = _subject(national_id)
+    found = _subject(national_id, country)
     held = _settings().legal_hold
     counts = ", ".join(
         f"{kind} {count}" + (" (kept: legal hold)" if kind in held else "") for kind, count in found.counts().items()

@@ -24,6 +24,7 @@ from wtforms.validators import DataRequired, EqualTo, Length, Optional, Regexp, 
 
 from . import current
 from .accounts import MAX_PASSWORD, MIN_PASSWORD
+from .flowindex.keys import national_id_readings
 from .flowindex.observations import CONSENT_STATUSES, LIFECYCLES
 from .labels import OTHER_STORED, ROLE_LABELS, STATUS_LABELS, audit_action_label, purpose_label
 from .listing import PAGE_SIZES
@@ -431,11 +432,29 @@ class RejectedFilterForm(FlaskForm):
 
 
 class SubjectLookupForm(FlaskForm):
-    """A person's national id, typed by an admin to see who looked at their data (a POST: the id is no URL)."""
+    """A person's national id, typed by an admin to see who looked at their data (a POST: the id is no URL), and
+    their country when the number is valid in more than one."""
 
     national_id = StringField(
         _l("National id"), validators=[DataRequired(), Length(max=20), printable], render_kw={"autocomplete": "off"}
     )
+    country = SelectField(
+        _l("Country"),
+        choices=[SelectChoice("", _l("As the number says")), *(SelectChoice(c, n) for c, n in COUNTRY_NAMES.items())],
+        default="",
+    )
+
+    def validate_country(self, field) -> None:
+        readings = [] if field.data else national_id_readings(self.national_id.data)
+        if len(readings) > 1:
+            countries = ", ".join(str(COUNTRY_NAMES[number.country]) for number in readings)
+            raise ValidationError(
+                _(
+                    "This number is a valid national id in more than one country (%(countries)s), each a different "
+                    "person: choose the person's country.",
+                    countries=countries,
+                )
+            )
 
 
 class OlderAccessesForm(FlaskForm):

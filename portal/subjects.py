@@ -62,9 +62,10 @@ class SubjectRecords:
         return {kind: len(getattr(self, kind)) for kind in KINDS}
 
 
-def find_subject(national_id: str) -> SubjectRecords | None:
-    """Every locally stored record about the person with `national_id`; None when it is no valid id."""
-    number = read_national_id(national_id)
+def find_subject(national_id: str, country: str | None = None) -> SubjectRecords | None:
+    """Every locally stored record about the person with `national_id` (of `country`, for a number valid in more
+    than one); None when it is no valid id."""
+    number = read_national_id(national_id, country)
     if number is None:
         return None
     subject_key = subject_key_of_number(number)

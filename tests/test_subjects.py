@@ -4,11 +4,14 @@ import dataclasses
 import html
 import json
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 from support import add_user, deliver_signed, sign_in
 
 from portal.extensions import db
+from portal.flowindex.observations import CREATE, Observation
+from portal.flowindex.store import apply_observations
 from portal.models import (
     AccessEntry,
     AuditEntry,
@@ -328,3 +331,47 @@ def test_the_erasure_says_which_kept_entries_still_lead_to_the_person(app, signe
     assert kept in said
     assert "no longer lead to the person" not in said
     assert json.loads(run(app, "export", PERSON).output)["counts"]["audit"] == 1
+
+
+TWO_COUNTRIES = "010111-9907"  # a Finnish henkilötunnus of 1911-01-01 and a Swedish personnummer of 2001-01-11
+
+
+@pytest.fixture
+def finn_and_swede(app):
+    """Found by an attack: a Finn's access request read their number as the Swede's, missing the Finn's flow (indexed
+    under the country it was created for) and taking the Swede's instead."""
+    now = datetime.now(UTC)
+    with app.app_context():
+        apply_observations(
+            [
+                Observation(f"flow-of-the-{name}", CREATE, now, now, national_id=TWO_COUNTRIES, country=country)
+                for name, country in (("finn", "fi"), ("swede", "se"))
+            ],
+            app.extensions["portal.settings"].index_key,
+        )
+    deliver(app, {"type": "note", "data": {"flowId": "elsewhere"}, "hetu": TWO_COUNTRIES})
+    return app
+
+
+def test_a_number_valid_in_two_countries_is_the_person_of_the_country_chosen(finn_and_swede):
+    with finn_and_swede.app_context():
+        for country, name in (("fi", "finn"), ("se", "swede")):
+            found = find_subject(TWO_COUNTRIES, country)
+            assert [flow.flow_id for flow in found.flows] == [f"flow-of-the-{name}"]
+            assert len(found.events) == 1, "a body names no country: the number may be either person's"
+
+
+def test_the_cli_and_the_admin_page_ask_for_the_country_of_a_number_valid_in_two(finn_and_swede, signed_in):
+    asked = run(finn_and_swede, "export", TWO_COUNTRIES)
+    assert asked.exit_code == 2 and "valid in more than one country (se, fi)" in asked.output
+    exported = json.loads(run(finn_and_swede, "export", TWO_COUNTRIES, "--country", "fi").output)
+    assert [flow["flow_id"] for flow in exported["flows"]] == ["flow-of-the-finn"]
+    admin = signed_in("admin")
+    for path, button in (("/admin/subjects", "export"), ("/admin/access", None)):
+        data = {"national_id": TWO_COUNTRIES} | ({button: "1"} if button else {})
+        refused = admin.post(path, data=data)
+        assert refused.status_code == 400, path
+        assert "valid national id in more than one country (Sweden, Finland)" in html.unescape(refused.text), path
+    answer = admin.post("/admin/subjects", data={"national_id": TWO_COUNTRIES, "country": "fi", "export": "1"})
+    assert answer.status_code == 200 and [flow["flow_id"] for flow in answer.json["flows"]] == ["flow-of-the-finn"]
+    assert admin.post("/admin/access", data={"national_id": TWO_COUNTRIES, "country": "se"}).status_code == 200

@@ -71,9 +71,8 @@ class NationalId:
         a text without one of them cannot name the person (a test a scan makes before it reads a text's ids)."""
         if self.country == "no":
             return (self.canonical[-10:],)  # a number that lost its leading 0 (a JSON number) keeps the other ten
-        if self.country == "se":  # the birth day, or the coordination number's day (+60), without the century
-            day = int(self.canonical[6:8])
-            return tuple(f"{self.canonical[2:6]}{written:02d}{self.canonical[8:]}" for written in (day, day + 60))
+        if self.country == "se":
+            return (self.canonical[2:],)  # without the century: 811218-9876 as much as 19811218-9876
         return (self.birth_digits + self.canonical[8:11],)  # fi: DDMMYY, the century sign left out, NNN
 
 
@@ -88,6 +87,14 @@ def read_national_id(value: str | None, country: str | None = None) -> NationalI
         except (ValidationError, ValueError):
             continue
     return None
+
+
+def national_id_readings(value: str | None) -> list[NationalId]:
+    """The number read as each country's id it is valid as: a few are valid in two (010111-9907 is a Finnish
+    henkilötunnus of 1911 and a Swedish personnummer of 2001), most in one, none when it is no valid id."""
+    if not isinstance(value, str) or not value.strip():
+        return []
+    return [number for country in _likely_first(value.strip()) if (number := read_national_id(value, country))]
 
 
 def _likely_first(value: str) -> tuple[str, ...]:

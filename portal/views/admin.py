@@ -241,7 +241,7 @@ def access():
     form = SubjectLookupForm()
     if not form.validate_on_submit():
         return render_template("admin/access.html", form=form, page=None), 400 if form.is_submitted() else 200
-    subject_key = subject_key_of(form.national_id.data)
+    subject_key = subject_key_of(form.national_id.data, form.country.data or None)
     if subject_key is None:
         form.national_id.errors = [_("This is not a valid Norwegian, Swedish or Finnish national id.")]
         return render_template("admin/access.html", form=form, page=None), 400
@@ -306,7 +306,7 @@ def subjects():
     if not form.validate_on_submit():
         status = 400 if form.is_submitted() else 200
         return render_template("admin/subjects.html", form=form, held=held), status
-    found = find_subject(form.national_id.data)
+    found = find_subject(form.national_id.data, form.country.data or None)
     if found is None:
         form.national_id.errors = [_("This is not a valid Norwegian, Swedish or Finnish national id.")]
         return render_template("admin/subjects.html", form=form, held=held), 400
@@ -316,7 +316,7 @@ def subjects():
         erased = {kind: count for kind, count in removed.items() if kind not in held}
         flash(_("Erased: %(counts)s.", counts=_in_words(erased)), "success")
         if kept:
-            flash(_kept_words(kept, find_subject(form.national_id.data)), "info")
+            flash(_kept_words(kept, find_subject(form.national_id.data, form.country.data or None)), "info")
         if erased.get("flows"):
             flash(str(SERVICE_KEEPS_FLOWS), "warning")
         return redirect(url_for("admin.subjects"))
