@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from flask_babel import lazy_gettext as _l
-from sqlalchemy import ColumnElement, delete, or_, select, update
+from sqlalchemy import delete, or_, select, update
 
 from .access_log import subject_key_of_number, subject_keys_of_event
 from .audit import record_audit
@@ -36,6 +36,7 @@ from .models import (
 from .settings import SUBJECT_RECORD_KINDS as KINDS  # the kinds a legal hold may name
 
 EVENT_SCAN_BATCH = 2000
+AUDIT_FLOWS_A_QUERY = 200
 _NOT_DIGITS = bytes(sorted(set(range(256)) - set(b"0123456789")))  # for bytes.translate: ten times a regex's speed
 # The portal's erasure ends at its own records: the flows stay in the Flow Service, whose pages show the person.
 SERVICE_KEEPS_FLOWS = _l(
@@ -73,15 +74,11 @@ def find_subject(national_id: str, country: str | None = None) -> SubjectRecords
     found.flows = list(db.session.scalars(select(FlowRecord).where(FlowRecord.national_id_hash == subject_key)))
     flow_ids = [record.flow_id for record in found.flows]
     found.events = _events_of(number, subject_key, flow_ids)
-    if flow_ids:
-        found.incidents = list(db.session.scalars(select(FlowIncident).where(FlowIncident.flow_id.in_(flow_ids))))
-        found.notifications = list(db.session.scalars(select(Notification).where(Notification.flow_id.in_(flow_ids))))
-        found.create_submissions = list(
-            db.session.scalars(select(CreateSubmission).where(CreateSubmission.flow_id.in_(flow_ids)))
-        )
+    found.incidents = _rows_of_flows(FlowIncident, flow_ids)
+    found.notifications = _rows_of_flows(Notification, flow_ids)
+    found.create_submissions = _rows_of_flows(CreateSubmission, flow_ids)
     references = sorted({record.reference_id for record in found.flows if record.reference_id})
-    naming = _audit_naming(subject_key, flow_ids, references, number.birth_digits)
-    found.audit = list(db.session.scalars(select(AuditEntry).where(naming)))
+    found.audit = _audit_entries(subject_key, flow_ids, references, number.birth_digits)
     found.access_log = list(db.session.scalars(select(AccessEntry).where(AccessEntry.subject_key == subject_key)))
     return found
 
@@ -186,23 +183,36 @@ def _chunks(values: list, size: int = 500) -> Iterator[list]:
         yield values[start : start + size]
 
 
-def _audit_naming(subject_key: str, flow_ids: list[str], references: list[str], born: str):
-    """Audit entries about the person: on their flows, or a search by their id (kept as a hash prefix)."""
-    naming: list[ColumnElement[bool]] = [AuditEntry.target.like(f"%hash:{subject_key[:12]}%")]
-    # A reveal names the flow (`<id>`), a create the flow and the masked person (`<id> (151086•••••)`): never the
-    # start of another id, and `_` or `%` in an id are its own characters (DESIGN allows ids other than UUIDs).
-    naming += [AuditEntry.target == flow_id for flow_id in flow_ids]
-    naming += [AuditEntry.target.startswith(f"{flow_id} (", autoescape=True) for flow_id in flow_ids]
-    # A create the service answered without the flow's id is audited under its reference and the masked person,
-    # `LA-10040 (151086•••••)`: references may repeat, so the person's birth digits too.
-    naming += [
-        (AuditEntry.action == "create_flow")
-        & AuditEntry.target.startswith(f"{reference} (", autoescape=True)
-        & AuditEntry.target.contains(born, autoescape=True)
-        for reference in references
-        if born
+def _rows_of_flows(model, flow_ids: list[str]) -> list:
+    """The rows of `model` on the person's flows, asked for a few hundred flows at a time (a person may have many)."""
+    return [
+        row for some in _chunks(flow_ids) for row in db.session.scalars(select(model).where(model.flow_id.in_(some)))
     ]
-    return or_(*naming)
+
+
+def _audit_entries(subject_key: str, flow_ids: list[str], references: list[str], born: str) -> list[AuditEntry]:
+    """Audit entries about the person: on their flows, or a search by their id (kept as a hash prefix). Asked for
+    AUDIT_FLOWS_A_QUERY flows at a time: SQLite refuses a condition nested deeper than 1,000 (334 flows at once)."""
+    entries: dict[int, AuditEntry] = {}
+    for naming in _audit_naming(subject_key, flow_ids, references, born):
+        entries.update((entry.id, entry) for entry in db.session.scalars(select(AuditEntry).where(naming)))
+    return sorted(entries.values(), key=lambda entry: entry.id)
+
+
+def _audit_naming(subject_key: str, flow_ids: list[str], references: list[str], born: str) -> Iterator:
+    yield AuditEntry.target.like(f"%hash:{subject_key[:12]}%")
+    for some in _chunks(flow_ids, AUDIT_FLOWS_A_QUERY):
+        # A reveal names the flow (`<id>`), a create the flow and the masked person (`<id> (151086•••••)`): never the
+        # start of another id, and `_` or `%` in an id are its own characters (DESIGN allows ids other than UUIDs).
+        yield or_(
+            AuditEntry.target.in_(some),
+            *(AuditEntry.target.startswith(f"{flow_id} (", autoescape=True) for flow_id in some),
+        )
+    for some in _chunks(references if born else [], AUDIT_FLOWS_A_QUERY):
+        # A create the service answered without the flow's id is audited under its reference and the masked person,
+        # `LA-10040 (151086•••••)`: references may repeat, so the person's birth digits too.
+        starts = or_(*(AuditEntry.target.startswith(f"{reference} (", autoescape=True) for reference in some))
+        yield (AuditEntry.action == "create_flow") & starts & AuditEntry.target.contains(born, autoescape=True)
 
 
 def _row(record, exclude: tuple[str, ...] = ()) -> dict:

@@ -375,3 +375,22 @@ def test_the_cli_and_the_admin_page_ask_for_the_country_of_a_number_valid_in_two
     answer = admin.post("/admin/subjects", data={"national_id": TWO_COUNTRIES, "country": "fi", "export": "1"})
     assert answer.status_code == 200 and [flow["flow_id"] for flow in answer.json["flows"]] == ["flow-of-the-finn"]
     assert admin.post("/admin/access", data={"national_id": TWO_COUNTRIES, "country": "se"}).status_code == 200
+
+
+def test_a_person_with_many_flows_is_exported_and_erased_whole(app):
+    """Found by an attack: from about 334 flows on, SQLite refused the audit query (a condition nested deeper than
+    1,000) and the request answered "database unavailable"."""
+    now = datetime.now(UTC)
+    flow_ids = [f"flow-{number:04d}" for number in range(700)]
+    observations = [Observation(flow_id, CREATE, now, now, national_id=PERSON, country="no") for flow_id in flow_ids]
+    with app.app_context():
+        apply_observations(observations, app.extensions["portal.settings"].index_key)
+        db.session.add_all(AuditEntry(username="operator", action="reveal", target=flow_id) for flow_id in flow_ids)
+        db.session.add(AuditEntry(username="operator", action="reveal", target="flow-0700"))  # another person's
+        db.session.commit()
+    exported = json.loads(run(app, "export", PERSON).output)
+    assert exported["counts"]["flows"] == 700 and exported["counts"]["audit"] == 700
+    assert run(app, "erase", PERSON, "--yes").exit_code == 0  # the audit log kept: the default legal hold
+    with app.app_context():
+        assert db.session.query(FlowRecord).filter(FlowRecord.erased_at.is_not(None)).count() == 700
+    assert set(json.loads(run(app, "export", PERSON).output)["counts"].values()) == {0}
