@@ -84,19 +84,23 @@ def find_subject(national_id: str, country: str | None = None) -> SubjectRecords
 
 
 def export_document(found: SubjectRecords) -> dict:
-    """The access request's answer: one JSON document of every record, as stored."""
-    return {
-        "generated_at": _iso(utc_now()),
-        "subject_key": found.subject_key,
-        "counts": found.counts(),
+    """The access request's answer: one JSON document of every record, as stored, but for national ids: a record may
+    name other people beside this one (a co-applicant in an event's body, its reference or its flow id), so every
+    national id in it is masked, as the pages show them."""
+    records = {
         "flows": [_row(record, exclude=("national_id_hash",)) for record in found.flows],
-        # A body may name other people beside this one (a co-applicant): every national id in it masked
-        "events": [_row(event) | {"body": mask_document(_json_or_text(event.body))} for event in found.events],
+        "events": [_row(event) | {"body": _json_or_text(event.body)} for event in found.events],
         "incidents": [_row(incident) for incident in found.incidents],
         "notifications": [_row(notice) | {"payload": _json_or_text(notice.payload)} for notice in found.notifications],
         "create_submissions": [_row(row, exclude=("token",)) for row in found.create_submissions],
         "audit": [_row(entry) for entry in found.audit],
         "access_log": [_row(entry, exclude=("subject_key",)) for entry in found.access_log],
+    }
+    return {
+        "generated_at": _iso(utc_now()),
+        "subject_key": found.subject_key,
+        "counts": found.counts(),
+        **{kind: mask_document(rows) for kind, rows in records.items()},
     }
 
 

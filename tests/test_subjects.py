@@ -202,6 +202,18 @@ def test_an_access_request_gives_no_other_person_s_id_and_an_erasure_takes_no_on
         assert db.session.query(WebhookEvent).count() == 2, "nobody's event erased for a phone number"
 
 
+def test_an_access_request_masks_another_person_s_id_in_every_field_not_only_the_body(app):
+    """Found by an attack: the body was masked, but the event's flow id, reference and unusable time, kept in
+    columns of their own, gave the co-applicant's id in clear."""
+    other = f"flow {OTHER}"
+    body = {"type": "note", "timestamp": f"co-applicant {OTHER}", "note": f"applicant {PERSON}"}
+    deliver(app, body | {"data": {"flowId": other, "referenceId": OTHER}})
+    exported = run(app, "export", PERSON).output
+    [event] = json.loads(exported)["events"]
+    assert event["flow_id"] == "flow 811218-••••" and event["reference_id"] == "811218-••••"
+    assert OTHER not in exported and "8112189876" not in exported
+
+
 def test_viewing_an_event_that_names_two_people_is_in_both_persons_access_logs(app, signed_in):
     deliver(app, {"type": "note", "data": {"flowId": "elsewhere"}, **NAMING_BODIES["second id field"]})
     admin = signed_in("admin")
