@@ -199,8 +199,19 @@ def id_spellings_in_text(text: str) -> Iterator[tuple[str, ...]]:
     for pattern in _PATTERNS_IN_TEXT:
         for match in pattern.finditer(text):
             plain = "".join(char for char in match[0] if char.isascii() and char.isalnum())
-            separator = match.groupdict().get("sep") or ""
-            yield (match["date"] + separator + match["rest"], plain) if len(separator) == 1 else (plain,)
+            separator = _one_character(match.groupdict().get("sep") or "")
+            yield (match["date"] + separator + match["rest"], plain) if separator else (plain,)
+
+
+def _one_character(separator: str) -> str:
+    """A separator as one character, the way a reader takes it: "811218 - 9876" and "811218＋9876" as "-" and "+" (a
+    Swedish "+" says a hundred years old); a Finnish century letter as it is."""
+    if len(separator) <= 1 and separator != _FULLWIDTH_PLUS:
+        return separator
+    return "+" if "+" in separator or _FULLWIDTH_PLUS in separator else "-"
+
+
+_FULLWIDTH_PLUS = "\uff0b"
 
 
 def _masked_ascii(text: str) -> str:

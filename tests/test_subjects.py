@@ -150,11 +150,13 @@ WRITTEN = {
     PERSON: ["151086 95088", "151086-95088", "15.10.86.95088", "151086\u202f95088", 15108695088],
     "01019010046": ["01019010046", 1019010046, "010190 10046"],  # as a JSON number, it lost its leading 0
     OTHER: ["811218-9876", "19811218-9876", "198112189876", "1981-12-18-9876", "811218 - 9876"],
+    "811218+9876": ["811218+9876", "811218 + 9876"],  # a hundred years older: born in 1881
     FINNISH: ["131052-308T", "131052Y308T", "131052-308t"],
 }
-# How many of each person's bodies (`_bodies_naming`) name them: ten bare digits in a text and a separator of
-# three characters are read only under an id's own key (a phone number, a list of numbers).
-NAMED = {PERSON: 20 + 1, "01019010046": 9, OTHER: 17, FINNISH: 12}  # PERSON: and the JSON-escaped body
+# How many of each person's bodies (`_bodies_naming`) name them: ten bare digits in a text are read only under an
+# id's own key (as often a phone number). "811218 - 9876" is read in text too (found by an attack: masked, not found).
+# PERSON's: and the JSON-escaped body.
+NAMED = {PERSON: 20 + 1, "01019010046": 9, OTHER: 20, "811218+9876": 8, FINNISH: 12}
 
 
 def _bodies_naming(written) -> list[dict]:
