@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from . import current
 from .extensions import db
 from .flowindex.keys import NationalId, national_id_readings, read_national_id
-from .masking import id_spellings_in_text, is_national_id_key
+from .masking import id_spellings_in_text, is_national_id_key, national_id_in_number
 from .models import AccessEntry, FlowRecord
 from .paging import KeysetPage, newest_first
 from .webhooks.receiver import MAX_DEPTH
@@ -142,9 +142,12 @@ def _id_spellings_in(document, depth: int = 0) -> Iterator[tuple[str, ...]]:
             yield from _id_spellings_in(item, depth + 1)
     elif isinstance(document, str):
         yield from _ids_in_text(document)
-    elif isinstance(document, int) and not isinstance(document, bool) and 10 <= len(str(document)) <= 12:
-        digits = str(document)
-        yield (f"0{digits}",) if len(digits) == 10 else (digits,)  # ten digits: a Norwegian id that lost its 0
+    elif (
+        isinstance(document, int | float)
+        and not isinstance(document, bool)
+        and (held := national_id_in_number(document))
+    ):
+        yield (held,)  # as masking reads numbers: not a time in seconds that reads as a synthetic id
 
 
 def _ids_in_text(text: str) -> Iterator[tuple[str, ...]]:

@@ -261,13 +261,19 @@ def mask_document(document: Any) -> Any:
 
 def _masked_number(number: int | float):
     """An id sent as a JSON number, under any key: as an integer, a float, or having lost a leading zero."""
+    held = national_id_in_number(number)
+    return number if held is None else mask_national_id(held)
+
+
+def national_id_in_number(number: int | float) -> str | None:
+    """The national id a JSON number holds, as text (01019012480 sent as 1019012480 gets its zero back), or None:
+    the numbers masking hides, and the only ones a subject request takes for a person."""
     if isinstance(number, float) and not (number.is_integer() and abs(number) < 1e13):
-        return number
+        return None
     digits = str(int(number))
-    if len(digits) == 10 and fodselsnummer.is_valid("0" + digits):  # 01019012480 sent as 1019012480
-        return mask_national_id("0" + digits)
-    masked = mask_text(digits)
-    return number if masked == digits else masked
+    if len(digits) == 10 and fodselsnummer.is_valid("0" + digits):
+        return "0" + digits
+    return digits if mask_text(digits) != digits else None
 
 
 def _mask_entry(key, value):

@@ -181,6 +181,8 @@ def test_the_erasure_s_scan_finds_every_event_the_whole_read_of_each_body_finds(
     assert deliver_signed(app, {}, body=escaped).status_code == 200  # digits as JSON escapes
     for noise in range(20):
         deliver(app, {"type": "flow.status_changed", "data": {"flowId": str(uuid.uuid4()), "status": "Opened"}})
+    # A time in seconds from May 2027 on reads as a synthetic Norwegian id once given a leading 0: no one's (attack)
+    deliver(app, {"type": "flow.status_changed", "data": {"flowId": "timed", "createdAt": 1838921392}})
     with app.app_context():
         events = {event.id: event.body for event in db.session.query(WebhookEvent)}
         for person in WRITTEN:
@@ -188,6 +190,7 @@ def test_the_erasure_s_scan_finds_every_event_the_whole_read_of_each_body_finds(
             named = {event_id for event_id, body in events.items() if key in subject_keys_of_event(None, body)}
             assert {event.id for event in find_subject(person).events} == named, person
             assert len(named) == NAMED[person], person
+        assert find_subject("01838921392").events == [], "the time in seconds, read as a synthetic id"
 
 
 def test_an_access_request_gives_no_other_person_s_id_and_an_erasure_takes_no_one_else_s_event(app):
