@@ -392,6 +392,18 @@ def test_a_failed_list_whose_address_holds_an_id_leads_on_without_it(alt, signed
     assert_nothing_given_away(*urls_in(staff.get(answer.headers["Location"])))
 
 
+def test_a_failed_list_leads_to_the_index_with_its_page_size_and_says_both_tabs_are_there(alt, signed_in):
+    """Found by a new user: the Archived tab at 25 a page, with the service away, came back at 10 a page, and
+    nothing said that current flows were among them."""
+    alt.set(list_status=503)
+    staff = signed_in("viewer")
+    answer = staff.get("/flows?archived=true&limit=25")
+    assert answer.status_code == 302 and answer.headers["Location"] == "/flows?archived=all&limit=25"
+    page = staff.get(answer.headers["Location"])
+    assert page.status_code == 200 and "current and archived together" in page.text
+    assert 'option selected value="25"' in page.text or 'value="25" selected' in page.text
+
+
 def test_exports_asked_for_with_an_id_whole_are_redirected_sealed_and_audited_masked(named_by_ids, signed_in):
     staff = signed_in("viewer")
     for asked in (f"/events/export.csv?flow={FINNISH}", "/flows/export.csv?q=LA-131052-308T"):

@@ -125,7 +125,7 @@ def index():
     except FlowApiError as error:
         if not service_away(error):
             raise
-        return _index_instead(error)
+        return _index_instead(error, query)
     if query.before and page.has_more is False:
         # Back at the newest flows: show the first page whole, not the short remainder.
         return redirect(query.url())
@@ -203,19 +203,22 @@ def _current_list_shares(page: FlowPage, lately: datetime) -> bool:
     return mostly_current(len(shared), len(page.items), ARCHIVED_DOUBT_LEAST)
 
 
-def _index_instead(error: FlowApiError):
-    """The live list failed: the portal's own index of every flow, saying why (it cannot loop: no call there)."""
+def _index_instead(error: FlowApiError, query: ListQuery):
+    """The live list failed: the portal's own index of every flow, current and archived together (the index's list
+    of one tab would be the live list's address, and ask the service again), as many a page; saying why and that
+    (it cannot loop: no call there)."""
     support = _(" (for support: %(code)s)", code=error.support_code) if error.support_code else ""
     flash(
         _(
-            "%(problem)s, so these flows come from the portal's index, with each status as the portal last heard "
-            "it; the live list comes back when the service answers.%(support)s",
+            "%(problem)s, so these flows come from the portal's index, current and archived together, with each "
+            "status as the portal last heard it; the live list comes back when the service answers.%(support)s",
             problem=upstream_title(error),
             support=support,
         ),
         "warning",
     )
-    return redirect(url_for("flows.index", archived="all"))
+    limit = query.limit if query.limit != DEFAULT_LIMIT else None
+    return redirect(url_for("flows.index", archived="all", limit=limit))
 
 
 def _search():
