@@ -15,7 +15,7 @@ from werkzeug.datastructures import MultiDict
 
 from .flowindex.keys import NationalId, read_national_id
 from .flowindex.search import FlowSearch, Position
-from .flowlinks import SEALED, from_url_form, sent_whole, url_form
+from .flowlinks import SEALED, from_url_form, sealed_anew, sent_whole, url_form
 from .forms import FlowSearchForm
 from .i18n import as_sentence
 from .masking import mask_text
@@ -41,7 +41,7 @@ POSITIONS = ("after", "before")
 FILTERS = ("status", "lifecycle", "country", "incidents", "from", "to", "sort", "order", "limit")
 MAX_AUDIT_TARGET = 255
 # The shape of a Nordic national id (digits, separators, a Finnish century sign or check letter): a
-# mistyped one is dropped rather than kept in the address or searched as a name.
+# mistyped one is not searched as a name; it stays in the box to be corrected, in the address only sealed.
 NATIONAL_ID_SHAPE = re.compile(r"[0-9]{6,8}[ +A-Fa-fU-Yu-y-]?[0-9]{3,4}[0-9A-Ya-y]")
 
 
@@ -61,6 +61,7 @@ class SearchQuery:
     before: Position | None
     national_id: NationalId | None  # the search box held a national id (to be looked up by its hash)
     form: FlowSearchForm
+    mistyped_id: bool  # the box held what looks like a national id but is none: kept there to be corrected
 
     @property
     def positioned(self) -> bool:
@@ -79,8 +80,8 @@ class SearchQuery:
         """This search's address with `changes` (None drops a parameter), defaults left out."""
         args = {name: value for name, value in self.args.items() if name not in POSITIONS} | changes
         kept = {name: value for name, value in args.items() if value not in (None, "", DEFAULTS.get(name))}
-        if kept.get("q"):
-            kept["q"] = url_form(kept["q"])
+        if kept.get("q"):  # a mistyped id sealed too, though the mask would not hide every shape of one
+            kept["q"] = sealed_anew(kept["q"]) if self.mistyped_id else url_form(kept["q"])
         return url_for(endpoint, **kept)
 
     def page_url(self, position: Position, direction: str) -> str:
@@ -113,8 +114,6 @@ def read_search(args) -> tuple[SearchQuery, list[str]]:
     values, problems = _opened({name: value.strip() for name, value in args.items()})
     form = FlowSearchForm(formdata=MultiDict(values))
     form.validate()
-    if form.q.data:  # the box shows it as the address holds it (sealed when it holds an id), as the events box
-        form.q.data = url_form(form.q.data)
     for field in form:
         for error in field.errors:
             problem = as_sentence(error)  # some catalogues end WTForms' words without a full stop
@@ -132,17 +131,18 @@ def read_search(args) -> tuple[SearchQuery, list[str]]:
     raw |= {name: position.token for name, position in (("after", after), ("before", before)) if position}
     text = raw.get("q") or None
     national_id = (read_national_id(text) or _one_id_among_words(text)) if text else None
-    if text and national_id is None and NATIONAL_ID_SHAPE.fullmatch(text):
-        problems.append(_("That looks like a national id but is not a valid one: check its digits."))
-        raw["q"] = text = None
+    mistyped_id = bool(text and national_id is None and NATIONAL_ID_SHAPE.fullmatch(text))
+    if form.q.data and not mistyped_id:  # the box shows it as the address holds it (sealed when it holds an id),
+        form.q.data = url_form(form.q.data)  # as the events box; a mistyped id as typed, for its digit to be fixed
     query = SearchQuery(
         args=raw,
-        search=_flow_search(form, raw, text if national_id is None else None),
+        search=_flow_search(form, raw, None if national_id or mistyped_id else text),
         limit=int(raw.get("limit") or DEFAULTS["limit"]),
         after=after,
         before=before,
         national_id=national_id,
         form=form,
+        mistyped_id=mistyped_id,
     )
     return query, problems
 
@@ -171,7 +171,10 @@ def _opened(values: dict[str, str]) -> tuple[dict[str, str], list[str]]:
 
 
 def typed_whole(query: SearchQuery, sent: str) -> bool:
-    """Whether the search text holds a national id and was sent as typed, not sealed: out of the address with it."""
+    """Whether the search text holds a national id, or is a mistyped one, and was sent as typed, not sealed: out of
+    the address with it."""
+    if query.mistyped_id:
+        return not sent.strip().startswith(SEALED)  # a seal was opened to read it: one this portal made
     return sent_whole(query.args.get("q") or "", sent)
 
 

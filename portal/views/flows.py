@@ -240,6 +240,8 @@ def _search():
     page = search_page(query.search, query.limit, query.after, query.before)
     if query.before and page.previous_before is None:
         return redirect(query.url())  # back at the start: the first page, whole
+    if query.mistyped_id:  # searched without it, and kept in the box for its digits to be checked
+        flash(_("That looks like a national id but is not a valid one: check its digits."), "warning")
     person = _audit_person_search(query, page.rows)
     counts = status_counts(query.search)
     return render_template(
