@@ -334,6 +334,35 @@ def test_the_incident_queue_keeps_its_words_whole_on_a_phone_in_every_language(p
     assert broken == dict.fromkeys(LANGUAGES, [])
 
 
+def test_each_event_names_its_flow_on_a_phone_in_every_language(page, stack, shot):
+    """At 390 px an event's row showed its time, type and status only: which flow it concerns was on its own page
+    (found by a new user). Each row's flow (its reference, or its shortened id) is in view beside the other cells,
+    and the page does not scroll sideways."""
+    sign_in(page, stack, "admin")
+    listed = page.locator("tr[data-flow-id]").first
+    flow_id, reference = listed.get_attribute("data-flow-id"), listed.locator("a").inner_text()
+    unknown = str(uuid.uuid4())
+    post_event(stack, unknown, "LA-99999")
+    post_event(stack, flow_id)
+    post_event(stack, flow_id, reference)  # the newest: the first row
+    seen = {}
+    for language in on_a_phone_in_every_language(page, f"{stack.url}/events", shot, "events"):
+        expect(page.locator(".events-table tbody tr").first).to_contain_text(reference)
+        seen[language] = page.evaluate(FLOW_LINKS_IN_VIEW, ".events-table tbody tr")
+        assert page.evaluate("document.documentElement.scrollWidth") == PHONE["width"], language
+    in_view = [[f"/flows/{flow_id}"], [f"/flows/{flow_id}"], [f"/flows/{unknown}"]]
+    assert seen == dict.fromkeys(LANGUAGES, in_view)
+
+
+# For each row: the addresses of its links to a flow shown inside the screen, or why not (a shown cell outside it).
+FLOW_LINKS_IN_VIEW = """(rows) => [...document.querySelectorAll(rows)].map((row) => {
+  const inView = (element) => element.checkVisibility() && element.getBoundingClientRect().right <= window.innerWidth;
+  const outside = [...row.children].filter((cell) => cell.checkVisibility() && !inView(cell));
+  if (outside.length) return outside.map((cell) => `outside the screen: ${cell.textContent.trim()}`);
+  return [...row.querySelectorAll("a[href^='/flows/']")].filter(inView).map((link) => link.getAttribute("href"));
+})"""
+
+
 def test_the_search_form_s_help_sits_under_its_field_at_every_width(page, stack):
     """On a phone both help texts came after the Search button, away from the fields they explain."""
     sign_in(page, stack, "viewer")
