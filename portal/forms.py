@@ -117,7 +117,7 @@ class LoginForm(FlaskForm):
     username = StringField(
         _l("Username"),
         validators=[DataRequired(), Length(max=80), printable],
-        render_kw={"autocomplete": "username", "autofocus": True},
+        render_kw={"autocomplete": "username"},
     )
     password = PasswordField(
         _l("Password"),
@@ -127,6 +127,11 @@ class LoginForm(FlaskForm):
     next = HiddenField()  # not validated: auth.safe_next sends anything unsafe to the flow list instead
     kept = FormField(KeptCreateInput)
     submit = SubmitField(_l("Sign in"))
+
+    @property
+    def username_kept(self) -> bool:
+        """Sent back with the username filled (a wrong password): the password is what is left to type."""
+        return bool(self.username.data)
 
 
 class ConfirmForm(FlaskForm):

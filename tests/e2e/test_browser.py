@@ -133,6 +133,20 @@ def test_a_script_last_name_is_shown_as_text(page, stack):
     assert dialogs == []
 
 
+def test_after_a_wrong_password_the_focus_is_on_the_password(page, stack):
+    """The username is kept and the password is what is left to type: the focus went back to the username (found by
+    a new user)."""
+    page.goto(f"{stack.url}/login")
+    expect(page.get_by_label("Username")).to_be_focused()
+    page.get_by_label("Username").fill("operator")
+    page.get_by_label("Password").fill("not the password")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("Wrong username or password")
+    expect(page.get_by_label("Username")).to_have_value("operator")
+    expect(page.get_by_label("Password")).to_be_focused()
+
+
 def test_double_click_creates_one_flow(page, stack):
     sign_in(page, stack)
     before = requests.get(f"{stack.sandbox_url}/sandbox/stats", timeout=5).json()["flows_created"]
