@@ -35,6 +35,14 @@ def claim_submission(token: str, username: str) -> str | None:
     return _wait_for_flow(token)
 
 
+def created_or_creating(token: str) -> bool:
+    """Whether an earlier request with this token created its flow or is creating it: `claim_submission` answers a
+    resend with that flow. Not one the service left unconfirmed: its resend is looked at afresh."""
+    query = select(CreateSubmission.unconfirmed).where(CreateSubmission.token == token)
+    unconfirmed = db.session.execute(query).scalar_one_or_none()
+    return unconfirmed is not None and not unconfirmed
+
+
 def _wait_for_flow(token: str) -> str:
     deadline = time.monotonic() + WAIT_FOR_FIRST
     query = select(CreateSubmission.flow_id, CreateSubmission.unconfirmed, CreateSubmission.created_at)

@@ -406,10 +406,17 @@ def test_create_keeps_what_was_typed_after_an_error(signed_in):
     assert 'value="15108695089"' in page.text and 'value="Ødegård"' in page.text
 
 
-def test_a_resent_form_creates_one_flow(app, signed_in, sandbox):
+@pytest.mark.parametrize("another_flow", ["y", ""])
+def test_a_resent_form_creates_one_flow(app, signed_in, sandbox, another_flow):
+    """Sent again (a double click, Reload), the form is answered as the first send was: a redirect to its flow. Not
+    ticked for another flow, the resend was answered with the form at /flows/new, asking about the person's open
+    flow: the one the first send had created (found by a new user)."""
     client = signed_in("operator")
-    data = form_data(client)
-    first, second = client.post("/flows/new", data=data), client.post("/flows/new", data=data)
+    data = form_data(client, another_flow=another_flow)
+    first = client.post("/flows/new", data=data)
+    assert app.extensions["flow_index"].flush(10), "the first send's flow is in the index when the second comes"
+    second = client.post("/flows/new", data=data)
+    assert first.status_code == second.status_code == 302
     assert first.headers["Location"] == second.headers["Location"]
     assert sandbox.stats()["flows_created"] == 1
     with app.app_context():

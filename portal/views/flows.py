@@ -84,6 +84,7 @@ from ..submissions import (
     SubmissionInProgress,
     SubmissionUnconfirmed,
     claim_submission,
+    created_or_creating,
     forget_submission,
     mark_unconfirmed,
     settle_submission,
@@ -622,7 +623,8 @@ def new():
     if not countries:
         flash(_("No create scope is configured (FLOW_SCOPES), so no flow can be created."), "warning")
     elif form.validate_on_submit():
-        if not form.another_flow.data:
+        # A resend (double click, Reload) goes on to its flow: the open flow asked about would be the one it created.
+        if not (form.another_flow.data or created_or_creating(form.submission.data)):
             form.open_flows = _flows_waiting_for(form)
             if form.open_flows or form.check_refused:  # a second consent request for the person: asked first
                 return _new_flow_page(form)
