@@ -583,7 +583,9 @@ def test_the_flow_list_falls_back_to_the_index_while_the_service_is_away(make_ap
     client.application.extensions["flow_index"].flush()
     sandbox.fault(**fault)
     answer = client.get("/flows?limit=25")
-    assert answer.status_code == 302 and answer.headers["Location"] == "/flows?archived=all"
+    assert answer.status_code == 302 and answer.headers["Location"] == "/flows?archived=all&limit=25", (
+        "its page size kept"
+    )
     page = client.get(answer.headers["Location"])
     assert page.status_code == 200 and f'<tr data-flow-id="{flow_id}">' in page.text
     assert "so these flows come from the portal" in page.text and "for support:" in page.text
