@@ -3,6 +3,7 @@
 import dataclasses
 import html
 import json
+import re
 import uuid
 from datetime import UTC, datetime
 
@@ -293,6 +294,11 @@ def test_the_admin_page_exports_and_erases_with_a_confirmation(app, signed_in, t
     assert json.loads(exported.get_data(as_text=True))["counts"]["flows"] == 1
     unconfirmed = admin.post("/admin/subjects", data={"national_id": PERSON, "erase": "Erase"})
     assert unconfirmed.status_code == 400 and "Tick the box" in unconfirmed.text
+    # Tied to the box for a screen reader, and where the page's script puts the focus (an accessibility review)
+    assert re.search(r'<input [^>]*aria-describedby="confirm-error"[^>]*aria-invalid="true"', unconfirmed.text) or (
+        re.search(r'<input [^>]*aria-invalid="true"[^>]*aria-describedby="confirm-error"', unconfirmed.text)
+    )
+    assert '<div id="confirm-error" class="invalid-feedback">' in unconfirmed.text
     erased = admin.post("/admin/subjects", data={"national_id": PERSON, "erase": "Erase", "confirm": "y"})
     assert erased.status_code == 302
     said = html.unescape(admin.get(erased.headers["Location"]).text)

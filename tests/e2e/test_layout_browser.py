@@ -598,3 +598,25 @@ def test_event_types_are_underlined_below_their_underscores(page, stack):
     expect(link).to_have_text("flow.status_changed")
     offsets = link.evaluate("(a) => [a, a.querySelector('code')].map((it) => getComputedStyle(it).textUnderlineOffset)")
     assert "auto" not in offsets and all(float(value.removesuffix("px")) >= 3 for value in offsets)
+
+
+CONTRAST = """element => {
+  const channel = value => {
+    value /= 255;
+    return value <= 0.03928 ? value / 12.92 : ((value + 0.055) / 1.055) ** 2.4;
+  };
+  const luminance = color => {
+    const [r, g, b] = color.match(/[0-9.]+/g).map(Number);
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+  };
+  return 1.05 / (luminance(getComputedStyle(element).borderTopColor) + 0.05);
+}"""
+
+
+def test_form_controls_borders_stand_out_against_white(page, stack):
+    """An accessibility review: Bootstrap's #dee2e6 borders were 1.3:1, and an unticked checkbox is its border alone
+    (WCAG 1.4.11 asks 3:1)."""
+    sign_in(page, stack, "admin")
+    page.goto(stack.url + "/admin/subjects")
+    for selector in ("#national_id", "#country", "#confirm"):
+        assert page.locator(selector).evaluate(CONTRAST) >= 3, selector
