@@ -233,3 +233,12 @@ def test_a_phone_reads_each_account_s_role_and_each_audit_entry_s_target(app, ad
     assert ">operator (reads and creates flows)<" in users.split("</table>", 1)[1], "the new account's form says it"
     audit = admin.get("/admin/audit").text
     assert re.search(r'data-testid="target-on-phone"><code class="small">kari', audit)
+
+
+def test_each_account_s_buttons_name_the_account_for_a_screen_reader(app, admin):
+    """An accessibility review: a screen reader listing buttons heard "Save role", "Save role", "Disable" with no
+    account, beside "Sign out everywhere (kari)"."""
+    new_user(admin)
+    users = admin.get("/admin/users").text
+    assert re.search(r'<input [^>]*aria-label="Save role \(kari\)"', users)
+    assert re.search(r'<input [^>]*aria-label="Disable \(kari\)"', users)
