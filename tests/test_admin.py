@@ -5,7 +5,7 @@ import re
 import time
 
 import pytest
-from support import PASSWORD, add_user, sign_in
+from support import PASSWORD, add_user, deliver_signed, sign_in
 
 from portal.extensions import db
 from portal.models import AuditEntry, User
@@ -242,3 +242,15 @@ def test_each_account_s_buttons_name_the_account_for_a_screen_reader(app, admin)
     users = admin.get("/admin/users").text
     assert re.search(r'<input [^>]*aria-label="Save role \(kari\)"', users)
     assert re.search(r'<input [^>]*aria-label="Disable \(kari\)"', users)
+
+
+def test_the_main_tables_are_named_for_a_screen_reader(app, admin):
+    """An accessibility review: the flows, events, accounts and audit tables had no caption and no name."""
+    new_user(admin)
+    assert deliver_signed(app, {"type": "note", "data": {"flowId": "f-1"}}).status_code == 200
+    for path, name in (
+        ("/admin/users", "Staff accounts"),
+        ("/admin/audit", "Audit log"),
+        ("/events", "Webhook events"),
+    ):
+        assert re.search(rf'<table class="table [^"]*" aria-label="{name}"', admin.get(path).text), path
