@@ -15,7 +15,7 @@ from support import add_user, create_form, sign_in, signals_aimed_at
 from portal.extensions import db
 from portal.flowindex import writer as index_writer
 from portal.flowindex.keys import name_key, read_national_id
-from portal.flowindex.observations import DETAIL, LIST, WEBHOOK, Observation, from_event
+from portal.flowindex.observations import DETAIL, LIST, SYNC, WEBHOOK, Observation, from_event
 from portal.flowindex.store import apply_observations, index_record
 from portal.models import FlowRecord
 
@@ -355,3 +355,19 @@ def test_the_migration_makes_the_stored_name_keys_again(make_app, database_url):
         upgrade()
         keys = dict(db.session.execute(text("SELECT flow_id, last_name_key FROM flow_index")).all())
     assert keys == {"a": "obrien", "b": "obrien", "c": "иванова", "d": "berg"}
+
+
+def test_flows_sync_hashes_each_id_again_under_a_changed_index_key(index_app):
+    """Found by an operator: the README said a changed PORTAL_INDEX_KEY leaves ids unfindable "until the next flows
+    sync", but a row hashed once was never hashed again, so no sync brought a person's flows back to a search."""
+    new_key, now = b"another-index-key-0123456789", datetime.now(timezone.utc)
+    number = read_national_id("15108695088")
+
+    def seen(source: str, key: bytes) -> str:
+        with index_app.app_context():
+            apply_observations([Observation("f-1", source, now, now, national_id="15108695088")], key)
+            return index_record("f-1").national_id_hash
+
+    assert seen(LIST, KEY) == number.keyed_hash(KEY)
+    assert seen(LIST, new_key) == number.keyed_hash(KEY), "a list or a page reads the id once"
+    assert seen(SYNC, new_key) == number.keyed_hash(new_key), "flows sync under the key of now"

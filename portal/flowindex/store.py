@@ -17,7 +17,7 @@ from ..insight_rollups import insight_state, mark_changed
 from ..models import FlowRecord
 from .incidents import record_incidents
 from .keys import name_key, read_national_id
-from .observations import CREATE, DETAILS, WEBHOOK, Observation
+from .observations import CREATE, DETAILS, SYNC, WEBHOOK, Observation
 
 log = logging.getLogger(__name__)
 BATCH = 1000
@@ -339,8 +339,11 @@ def _merge_identity(record: Record, observation: Observation, index_key: bytes) 
 
 
 def _merge_national_id(record: Record, observation: Observation, index_key: bytes) -> bool:
-    if record.national_id_hash or record.erased_at is not None:
-        return False  # a flow's national id never changes: read and hash it once (and never again once erased)
+    if record.erased_at is not None:
+        return False  # never indexed with the person again once erased
+    if record.national_id_hash and observation.source != SYNC:
+        return False  # a flow's national id never changes: read and hash it once, but for `flows sync`, which
+        # hashes it again under the key of now (PORTAL_INDEX_KEY changed: the rows of the old one found again)
     number = read_national_id(observation.national_id, observation.country or record.country)
     if number is None:
         return False
