@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import shutil
+import sys
 import tempfile
 
 from gunicorn import glogging
@@ -115,6 +116,30 @@ def when_ready(server):
 def _on_this_host_only(address: str) -> bool:
     host = address.rsplit(":", 1)[0].strip("[]") if ":" in address else address
     return address.startswith(("unix:", "fd://")) or host in ("localhost", "::1") or host.startswith("127.")
+
+
+def on_reload(server):
+    """A reload (HUP) with settings every worker would refuse stops gunicorn as a start does (one line, status 2),
+    instead of new workers refusing them one after another while nothing answers. The .env file is read again."""
+    from gunicorn.errors import HaltServer
+
+    from portal import check_settings
+
+    try:
+        check_settings()
+    except SystemExit as refused:
+        raise HaltServer("a refused configuration", refused.code) from None
+
+
+def post_fork(server, worker):
+    """A worker started later (a reload, one that died) meets a setting changed since in its file (a *_FILE secret):
+    refused, it exits with gunicorn's boot error, which stops gunicorn, not with 2, which gunicorn restarts for ever."""
+    from portal import check_settings
+
+    try:
+        check_settings()
+    except SystemExit:
+        sys.exit(server.WORKER_BOOT_ERROR)
 
 
 def pre_fork(server, worker):

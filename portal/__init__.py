@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
-from dotenv import find_dotenv, load_dotenv
+from dotenv import dotenv_values, find_dotenv
 from flask import Flask
 from flask.cli import NoAppException
 from sqlalchemy.orm import configure_mappers
@@ -86,7 +86,7 @@ def check_settings(config: Mapping | None = None, instance_path: str = "instance
             # The working directory's .env only (never a parent's: a stray file there could redirect a secret),
             # never overriding the environment.
             _refuse_a_parent_dotenv()
-            load_dotenv(Path.cwd() / ".env")
+            load_working_dotenv()
         return load_settings(config, instance_path=instance_path, testing=bool(config and config.get("TESTING")))
     except SettingsError as error:
         if os.environ.get("FLASK_RUN_FROM_CLI") == "true" and {"--help", "-h"} & set(sys.argv):
@@ -119,6 +119,24 @@ def _route_at(app: Flask, routes: Map, path: str, method: str) -> bool:
     except HTTPException:  # a redirect to a page's own address: a page all the same
         return True
     return True
+
+
+_SET_FROM_DOTENV: set[str] = set()
+
+
+def load_working_dotenv() -> None:
+    """The working directory's .env into the environment, never over a variable set outside it. Read again (a
+    gunicorn reload, HUP), the file's new values replace the ones it set before, and what it no longer sets goes:
+    load_dotenv alone kept the first values for good, so an edited .env took a restart."""
+    path = Path.cwd() / ".env"
+    values = {name: value for name, value in dotenv_values(path).items() if value is not None} if path.is_file() else {}
+    for name in _SET_FROM_DOTENV - values.keys():
+        os.environ.pop(name, None)
+        _SET_FROM_DOTENV.discard(name)
+    for name, value in values.items():
+        if name in _SET_FROM_DOTENV or name not in os.environ:
+            os.environ[name] = value
+            _SET_FROM_DOTENV.add(name)
 
 
 def _refuse_a_parent_dotenv() -> None:

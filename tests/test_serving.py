@@ -489,3 +489,54 @@ def test_a_start_that_never_serves_leaves_no_metrics_folder_behind(tmp_path):
     finished = run_production_command(tmp_path, "--check-config", WEB_CONCURRENCY="1")
     assert finished.returncode == 0, finished.stderr[-2000:]
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_reload_reads_the_edited_env_and_one_every_worker_would_refuse_stops_gunicorn(tmp_path):
+    """Found by an operator: after HUP the workers kept the .env read at start (a rotated webhook secret still
+    refused), and a setting every worker refuses had them exit and restart 106 times in 15 s, nothing answering."""
+    import base64
+    import secrets
+    import signal
+    from datetime import UTC, datetime
+
+    from support import migrated, standard_headers, wait_until
+
+    from portal import create_app
+
+    (tmp_path / "app").mkdir()
+    for name in IMAGE_FILES:
+        (tmp_path / "app" / name).symlink_to(ROOT / name)
+    (tmp_path / "metrics").mkdir()
+    config = portal_config("http://127.0.0.1:9", f"sqlite:///{tmp_path / 'portal.db'}")
+    migrated(create_app(config))
+    settings = {key: value for key, value in config.items() if isinstance(value, str)}
+
+    def write_env(**changes: str) -> None:
+        lines = [f"{key}='{value}'" for key, value in (settings | changes).items()]
+        (tmp_path / "app" / ".env").write_text("\n".join(lines) + "\n")
+
+    outside = ("FLOW_", "PORTAL_", "PROMETHEUS_", *SERVING_VARIABLES)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(outside)}
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path / "metrics")
+    write_env()
+    server = ProductionServer(tmp_path, env)
+    rotated = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+    def delivered(secret: str) -> int:
+        body, message = json.dumps({"type": "note", "data": {"flowId": "f-1"}}), f"msg_{secrets.token_hex(8)}"
+        headers = standard_headers(secret, message, datetime.now(UTC), body) | {"content-type": "application/json"}
+        return requests.post(server.url + "/webhooks/flow", data=body, headers=headers, timeout=10).status_code
+
+    try:
+        server.wait_until_serving()
+        assert delivered(rotated) == 401
+        write_env(FLOW_WEBHOOK_SECRETS=rotated)
+        server.process.send_signal(signal.SIGHUP)
+        wait_until(lambda: delivered(rotated) == 200, "the rotated secret, from the edited .env, after the reload")
+        write_env(PORTAL_SECRET_KEY="short")
+        server.process.send_signal(signal.SIGHUP)
+        assert server.process.wait(30) == 2
+        assert "portal: configuration error: PORTAL_SECRET_KEY" in server.log()
+        assert server.log().count("Booting worker") <= 3, "no worker started again and again"
+    finally:
+        server.stop()
