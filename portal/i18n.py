@@ -1,7 +1,9 @@
 """Languages of the portal's pages: English, Norwegian bokmål, Swedish and Finnish, chosen per person."""
 
+import logging
 from collections.abc import Callable, Hashable
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, TypeVar
 
 import flask_babel
@@ -14,6 +16,8 @@ from jinja2.runtime import Context
 from markupsafe import Markup
 
 from .extensions import babel
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 LANGUAGES = {"en": "English", "nb": "Norsk bokmål", "sv": "Svenska", "fi": "Suomi"}
@@ -147,6 +151,7 @@ def grouped(number: int, language: str) -> str:
 
 def init_app(app: Flask) -> None:
     babel.init_app(app, locale_selector=select_language)
+    _warn_of_uncompiled_catalogues()
     app.jinja_env.install_gettext_callables(  # type: ignore[attr-defined]  # added by jinja2.ext.i18n, untyped
         gettext=lambda string: request_translations().ugettext(string),
         ngettext=lambda singular, plural, n: request_translations().ungettext(singular, plural, n),
@@ -163,3 +168,17 @@ def init_app(app: Flask) -> None:
     def language_context():
         # The language Flask-Babel chose for this request (select_language, once), not chosen again per page.
         return {"languages": LANGUAGES, "current_language": request_words().language}
+
+
+def _warn_of_uncompiled_catalogues(folder: Path = Path(__file__).parent / "translations") -> None:
+    """Say so when a language's catalogue was never compiled (a checkout served without `pybabel compile`, or an
+    installed copy shadowed by the checkout it runs from): its pages would come out in English, with no error."""
+    missing = sorted(
+        po.parent.parent.name for po in folder.glob("*/LC_MESSAGES/messages.po") if not po.with_suffix(".mo").exists()
+    )
+    if missing:
+        log.warning(
+            "translations of %s are not compiled: their pages show in English (pybabel compile -d %s)",
+            ", ".join(missing),
+            folder,
+        )

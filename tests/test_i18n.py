@@ -180,3 +180,19 @@ def test_the_version_heard_and_its_time_are_not_two_numbers_side_by_side(app, la
         sentence = gettext(VERSION_LINE, heard=1, heard_at="28 Nov", version=2, updated="29 Nov")
     assert " 1 (28 Nov);" in sentence and " 2, " in sentence, sentence
     assert (language == "en") == sentence.startswith("The last event"), "translated"
+
+
+def test_uncompiled_catalogues_are_named_at_start(tmp_path, caplog):
+    """Found by an operator: gunicorn run from the checkout served English pages to Norwegians, silently (the
+    checkout's catalogues are compiled by the scripts and the wheel, not by git)."""
+    from portal.i18n import _warn_of_uncompiled_catalogues
+
+    for language, compiled in (("nb", False), ("sv", True)):
+        folder = tmp_path / language / "LC_MESSAGES"
+        folder.mkdir(parents=True)
+        (folder / "messages.po").write_text("")
+        if compiled:
+            (folder / "messages.mo").write_bytes(b"")
+    with caplog.at_level("WARNING", logger="portal.i18n"):
+        _warn_of_uncompiled_catalogues(tmp_path)
+    assert [record.getMessage().split(":")[0] for record in caplog.records] == ["translations of nb are not compiled"]
