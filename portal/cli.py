@@ -43,6 +43,7 @@ from .notify.commands import notifications, scan_after_sync
 from .retention import RetentionLocked, apply_retention, under_lease
 from .rsakeys import MIN_KEY_BITS
 from .subjects import SERVICE_KEEPS_FLOWS, SubjectRecords, erase, export_document, find_subject
+from .throttle import ThrottleUnavailable
 from .webhooks.signing import signed_headers
 from .webhooks.store import event_document, iter_events, prune_events
 
@@ -499,6 +500,10 @@ def _database_trouble_in_one_line(command: click.Command) -> click.Command:
             return invoke(ctx)
         except (DBAPIError, DatabaseUnavailable) as error:
             raise click.ClickException(_database_trouble(error)) from None
+        except ThrottleUnavailable:
+            raise click.ClickException(
+                "the sign-in throttling store (PORTAL_REDIS_URL) cannot be reached: nothing was changed there"
+            ) from None
 
     command.invoke = invoke_saying_what_is_wrong  # type: ignore[method-assign]
     return command

@@ -109,8 +109,13 @@ class Throttle:
 
     def renew(self, key: str) -> None:
         """Start every count kept under `key`'s generation afresh, whatever address it was counted for."""
-        if self.enabled:
+        if not self.enabled:
+            return
+        try:
             self._storage.incr(f"generation/{key}", GENERATION_LIFETIME)
+        except Exception as error:
+            self._report_outage("renew", error)
+            raise ThrottleUnavailable("renew") from error
 
     def forget(self, name: str, limits: str, key: str) -> None:
         """Start `key`'s count again (a successful sign-in clears the account's failures)."""

@@ -438,6 +438,19 @@ def test_an_unreachable_redis_fails_closed_with_a_clear_page(make_app, caplog):
     assert any("throttling store is unreachable" in record.getMessage() for record in caplog.records)
 
 
+def test_unlock_with_an_unreachable_redis_says_so_in_one_line(make_app):
+    """Found by an operator: `users unlock` with Redis away ended in redis' own traceback."""
+    app = make_app(WTF_CSRF_ENABLED=False, RATELIMIT_ENABLED=True, PORTAL_REDIS_URL="redis://127.0.0.1:9/0")
+    make_account(app)
+    result = app.test_cli_runner().invoke(args=["users", "unlock", "kari"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.strip() == (
+        "Error: the sign-in throttling store (PORTAL_REDIS_URL) cannot be reached: nothing was changed there"
+    )
+    with app.app_context():
+        assert db.session.query(AuditEntry).filter_by(action="account.unlock").count() == 0
+
+
 def test_a_refused_delivery_while_redis_is_unreachable_is_still_refused_and_counted(make_app):
     app = make_app(FLOW_WEBHOOK_SECRETS=SECRET, RATELIMIT_ENABLED=True, PORTAL_REDIS_URL="redis://127.0.0.1:9/0")
     before = rejected_deliveries(app).get("signature", 0)
