@@ -23,6 +23,7 @@ from .settings import Settings
 MIGRATIONS = Path(__file__).with_name("migrations")
 # Connection-type failures: the database is down, hung, locked or out of pooled connections.
 UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout)
+UNDEFINED_TABLE = "42P01"
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,11 @@ def is_unavailable(error: BaseException) -> bool:
     """Whether `error` says the database cannot be reached or did not answer in time."""
     if isinstance(error, (DatabaseUnavailable, *UNAVAILABLE)):
         return True
-    return isinstance(error, DBAPIError) and error.connection_invalidated
+    # PostgreSQL's undefined table (SQLite says so with an OperationalError): a database never migrated is as
+    # unusable as one away, and its page says so (503, /readyz "not_migrated"), not an unexpected error (500)
+    return isinstance(error, DBAPIError) and (
+        error.connection_invalidated or getattr(error.orig, "sqlstate", None) == UNDEFINED_TABLE
+    )
 
 
 def mark_unavailable(error: BaseException) -> None:
