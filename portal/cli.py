@@ -94,7 +94,10 @@ def _apply(change, *args) -> None:
 @click.option("--role", type=click.Choice(ROLES), default="viewer", show_default=True)
 @click.option(
     "--password",
-    help="Prompted for when not given, unless the account signs in by single sign-on only; piped input works too.",
+    help=(
+        "Prompted for when not given, unless the account signs in by single sign-on only; piped input works too, "
+        "the password on two lines (typed, then again)."
+    ),
 )
 @click.option("--sso-subject", help="Link the account to this single sign-on subject (`sub`).")
 def create_user(username: str, role: str, password: str | None, sso_subject: str | None):
@@ -144,7 +147,10 @@ def set_role(username: str, role: str):
 
 @users.command("set-password")
 @click.argument("username")
-@click.option("--password", help="Prompted for when not given; piped input works too.")
+@click.option(
+    "--password",
+    help="Prompted for when not given; piped input works too, the password on two lines (typed, then again).",
+)
 def set_user_password(username: str, password: str | None):
     """Give an account a new password; its sessions end at their next request."""
     user = _user(username)  # an unknown name is said before a password is asked for

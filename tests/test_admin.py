@@ -254,3 +254,14 @@ def test_the_main_tables_are_named_for_a_screen_reader(app, admin):
         ("/events", "Webhook events"),
     ):
         assert re.search(rf'<table class="table [^"]*" aria-label="{name}"', admin.get(path).text), path
+
+
+def test_a_stored_event_s_body_is_a_named_box_the_keyboard_can_scroll(app, admin):
+    """An accessibility review: the body's box scrolls sideways on a phone, out of reach of a keyboard in browsers
+    that do not make it focusable themselves."""
+    assert deliver_signed(app, {"type": "note", "data": {"flowId": "f-1"}}).status_code == 200
+    event = re.search(r'href="(/events/[0-9]+)"', admin.get("/events").text)[1]
+    assert (
+        '<pre class="bg-body-tertiary p-3 border rounded small" tabindex="0" aria-labelledby="event-body-heading">'
+        in (admin.get(event).text)
+    )
