@@ -320,6 +320,8 @@ def test_the_incident_queue_groups_open_incidents_with_message_flow_age_and_acti
     assert "3 open incidents" in page.text and "2 groups" in page.text
     groups = page.text.split('data-testid="incident-group"')[1:]
     assert TASK in groups[0] and "2 incidents" in groups[0] and "on 2 flows" in groups[0]
+    # The list of groups says what its counts count, for a screen reader (an accessibility review: bare numbers)
+    assert '<span class="visually-hidden">2 incidents</span>' in page.text.split('data-testid="incident-group"')[0]
     assert "—" in groups[1] and "1 incident" in groups[1] and "Scoring failed for 811218-••••" in groups[1]
     assert NATIONAL_ID not in page.text and "811218-9876" not in page.text
     assert "customer=151086•••••" in groups[0] and "1 day" in groups[0]
