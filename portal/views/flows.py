@@ -205,9 +205,9 @@ def _current_list_shares(page: FlowPage, lately: datetime) -> bool:
 
 
 def _index_instead(error: FlowApiError, query: ListQuery):
-    """The live list failed: the portal's own index of every flow, current and archived together (the index's list
-    of one tab would be the live list's address, and ask the service again), as many a page; saying why and that
-    (it cannot loop: no call there)."""
+    """The live list failed: the portal's own index instead, current and archived flows together (an index list of
+    one tab would have the live list's address, which asks the service again), at the page size asked for; the
+    notice says why. It cannot loop: no call there."""
     support = _(" (for support: %(code)s)", code=error.support_code) if error.support_code else ""
     flash(
         _(
