@@ -91,6 +91,13 @@ class Throttle:
             self._report_outage(name, error)
             raise ThrottleUnavailable(name) from error
 
+    def reachable(self) -> bool:
+        """Whether the shared store answers (always, for a process's own memory)."""
+        try:
+            return bool(self._storage.check())
+        except Exception:  # noqa: BLE001 - any failure of the store's client means: not reachable
+            return False
+
     def _report_outage(self, name: str, error: Exception) -> None:
         now = time.monotonic()
         if now - self._reported_at >= OUTAGE_REPORT_EVERY:  # one line a minute, not one per request

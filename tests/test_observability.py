@@ -265,6 +265,13 @@ def test_a_database_never_migrated_is_a_503_page_not_an_unexpected_error(make_ap
     assert answer.status_code == 503 and "database is unavailable" in answer.text
 
 
+def test_readiness_reports_a_shared_throttling_store_that_is_away(make_app, redis_url):
+    """Found by an operator: with Redis away /readyz said all was well while every sign-in was refused."""
+    assert make_app(PORTAL_REDIS_URL=redis_url).test_client().get("/readyz").json["throttle"] == "ok"
+    away = make_app(PORTAL_REDIS_URL="redis://127.0.0.1:9/0").test_client().get("/readyz")
+    assert away.status_code == 200 and away.json["throttle"] == "unreachable", "reported, staff signed in go on"
+
+
 def test_not_ready_on_a_database_behind_this_codes_migrations(app):
     from flask_migrate import downgrade, upgrade
 

@@ -13,6 +13,7 @@ from ..database import MIGRATIONS, mark_unavailable
 from ..extensions import db
 from ..flowapi import FlowApiError
 from ..flowapi.errors import outcome_kind
+from ..throttle import throttle
 
 bp = Blueprint("health", __name__)
 TOKEN_CHECK = "portal.token_check"
@@ -58,8 +59,11 @@ def live():
 @bp.get("/readyz")
 def ready():
     """The process can reach its database, which is migrated to this code's schema, and obtain a Flow Service
-    token."""
+    token. A shared sign-in throttling store (Redis) is reported, not required: while it is away sign-ins and
+    searches by national id are refused with a page saying so, but signed-in staff go on working."""
     body = {"status": "ok", "database": _database_state(), "token": "ok"}
+    if throttle().shared:
+        body["throttle"] = "ok" if throttle().reachable() else "unreachable"
     failure = current_app.extensions[TOKEN_CHECK].failure(current.flow_client().provider)
     if failure:
         body |= {"token": "unavailable", "token_error": failure}
