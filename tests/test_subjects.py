@@ -299,6 +299,8 @@ def test_the_admin_page_exports_and_erases_with_a_confirmation(app, signed_in, t
         re.search(r'<input [^>]*aria-invalid="true"[^>]*aria-describedby="confirm-error"', unconfirmed.text)
     )
     assert '<div id="confirm-error" class="invalid-feedback">' in unconfirmed.text
+    assert "<title>Error: Subject requests · Flow Portal</title>" in unconfirmed.text, "said first, in the title"
+    assert "<title>Subject requests · Flow Portal</title>" in admin.get("/admin/subjects").text
     erased = admin.post("/admin/subjects", data={"national_id": PERSON, "erase": "Erase", "confirm": "y"})
     assert erased.status_code == 302
     said = html.unescape(admin.get(erased.headers["Location"]).text)
