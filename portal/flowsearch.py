@@ -104,7 +104,9 @@ class SearchQuery:
         shown = {name: value for name, value in self.args.items() if value and name not in (*POSITIONS, "limit")}
         if "person" in shown:
             shown["person"] = f"hash:{shown['person'][:12]}"
-        if "q" in shown:
+        if self.mistyped_id:  # searched without it (the box only showed it): nor is it in the log
+            shown.pop("q", None)
+        elif "q" in shown:
             shown["q"] = mask_text(shown["q"])
         return " ".join(f"{name}={value}" for name, value in sorted(shown.items()))[:MAX_AUDIT_TARGET] or "all"
 
