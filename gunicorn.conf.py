@@ -126,7 +126,7 @@ def on_reload(server):
     from portal import check_settings
 
     try:
-        check_settings()
+        check_settings(reread_dotenv=True)
     except SystemExit as refused:
         raise HaltServer("a refused configuration", refused.code) from None
 

@@ -79,14 +79,17 @@ def create_app(config: Mapping | None = None) -> Flask:
     return app
 
 
-def check_settings(config: Mapping | None = None, instance_path: str = "instance") -> Settings:
-    """The settings, or one line on stderr naming what is wrong and exit status 2 (gunicorn.conf.py calls it)."""
+def check_settings(
+    config: Mapping | None = None, instance_path: str = "instance", reread_dotenv: bool = False
+) -> Settings:
+    """The settings, or one line on stderr naming what is wrong and exit status 2 (gunicorn.conf.py calls it;
+    its reload with `reread_dotenv`)."""
     try:
         if config is None:
             # The working directory's .env only (never a parent's: a stray file there could redirect a secret),
             # never overriding the environment.
             _refuse_a_parent_dotenv()
-            load_working_dotenv()
+            load_working_dotenv(reread=reread_dotenv)
         return load_settings(config, instance_path=instance_path, testing=bool(config and config.get("TESTING")))
     except SettingsError as error:
         if os.environ.get("FLASK_RUN_FROM_CLI") == "true" and {"--help", "-h"} & set(sys.argv):
@@ -124,17 +127,19 @@ def _route_at(app: Flask, routes: Map, path: str, method: str) -> bool:
 _SET_FROM_DOTENV: set[str] = set()
 
 
-def load_working_dotenv() -> None:
-    """The working directory's .env into the environment, never over a variable set outside it. Read again (a
-    gunicorn reload, HUP), the file's new values replace the ones it set before, and what it no longer sets goes:
-    load_dotenv alone kept the first values for good, so an edited .env took a restart."""
+def load_working_dotenv(reread: bool = False) -> None:
+    """The working directory's .env into the environment, never over a variable set outside it. `reread` (a gunicorn
+    reload, HUP): the file's new values replace the ones it set before, and what it no longer sets goes (load_dotenv
+    alone kept the first values for good). Otherwise what it set stays: a worker started again between reloads
+    takes the arbiter's settings, not an edit made since (workers that disagree on secrets or keys)."""
     path = Path.cwd() / ".env"
     values = {name: value for name, value in dotenv_values(path).items() if value is not None} if path.is_file() else {}
-    for name in _SET_FROM_DOTENV - values.keys():
-        os.environ.pop(name, None)
-        _SET_FROM_DOTENV.discard(name)
+    if reread:
+        for name in _SET_FROM_DOTENV - values.keys():
+            os.environ.pop(name, None)
+            _SET_FROM_DOTENV.discard(name)
     for name, value in values.items():
-        if name in _SET_FROM_DOTENV or name not in os.environ:
+        if name not in os.environ or (reread and name in _SET_FROM_DOTENV):
             os.environ[name] = value
             _SET_FROM_DOTENV.add(name)
 

@@ -531,6 +531,13 @@ def test_a_reload_reads_the_edited_env_and_one_every_worker_would_refuse_stops_g
         server.wait_until_serving()
         assert delivered(rotated) == 401
         write_env(FLOW_WEBHOOK_SECRETS=rotated)
+        # A worker started again before the reload (a crash, a timeout) keeps the settings of the others (a re-check)
+        worker = int(re.search(r"Booting worker with pid: (\d+)", server.log())[1])
+        os.kill(worker, signal.SIGKILL)
+        booted = r"Booting worker with pid: (\d+)"
+        wait_until(lambda: {int(pid) for pid in re.findall(booted, server.log())} - {worker}, "a worker started again")
+        wait_until(lambda: delivered(settings["FLOW_WEBHOOK_SECRETS"]) == 200, "the restarted worker")
+        assert delivered(rotated) == 401, "not the edit made since the last reload"
         server.process.send_signal(signal.SIGHUP)
         wait_until(lambda: delivered(rotated) == 200, "the rotated secret, from the edited .env, after the reload")
         write_env(PORTAL_SECRET_KEY="short")
