@@ -260,7 +260,11 @@ def mask_document(document: Any) -> Any:
 
 
 def _masked_number(number: int | float):
-    """An id sent as a JSON number, under any key: as an integer, a float, or having lost a leading zero."""
+    """An id sent as a JSON number, under any key: as an integer, a float, or having lost a leading zero; after a
+    minus sign too (shown with it: no id is negative, but its digits are an id's all the same)."""
+    if number < 0:
+        masked = _masked_number(-number)
+        return number if masked == -number else f"-{masked}"
     held = national_id_in_number(number)
     return number if held is None else mask_national_id(held)
 
@@ -268,7 +272,7 @@ def _masked_number(number: int | float):
 def national_id_in_number(number: int | float) -> str | None:
     """The national id a JSON number holds, as text (01019012480 sent as 1019012480 gets its zero back), or None:
     the numbers masking hides, and the only ones a subject request takes for a person."""
-    if isinstance(number, float) and not (number.is_integer() and abs(number) < 1e13):
+    if number < 0 or (isinstance(number, float) and not (number.is_integer() and number < 1e13)):
         return None
     digits = str(int(number))
     if len(digits) == 10 and fodselsnummer.is_valid("0" + digits):

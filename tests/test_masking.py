@@ -280,6 +280,8 @@ def test_ids_sent_as_json_numbers_under_any_key_are_masked():
         "amount": 1500,
         "ratio": 1.5,
         "count": 10**30,
+        "balance": -3202167791,  # after a minus sign: masked as before, its birth date kept (a re-check)
+        "debt": -15108695088,
     }
     assert mask_document(document) == {
         "idNumber": "151086•••••",
@@ -290,6 +292,8 @@ def test_ids_sent_as_json_numbers_under_any_key_are_masked():
         "amount": 1500,
         "ratio": 1.5,
         "count": 10**30,
+        "balance": "-320216••••",
+        "debt": "-151086•••••",
     }
 
 
