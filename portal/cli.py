@@ -450,6 +450,10 @@ def _subject(national_id: str, country: str | None) -> SubjectRecords:
             f"valid in more than one country ({', '.join(readings)}), each a different person: add --country",
             param_hint="NATIONAL_ID",
         )
+    if country is not None and readings and country not in readings:
+        raise click.BadParameter(
+            f"a valid national id of {', '.join(readings)}, not of {country}", param_hint="NATIONAL_ID"
+        )
     found = find_subject(national_id, country)
     if found is None:
         raise click.BadParameter("not a valid Norwegian, Swedish or Finnish national id", param_hint="NATIONAL_ID")

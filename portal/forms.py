@@ -450,9 +450,17 @@ class SubjectLookupForm(FlaskForm):
     )
 
     def validate_country(self, field) -> None:
-        readings = [] if field.data else national_id_readings(self.national_id.data)
-        if len(readings) > 1:
-            countries = ", ".join(str(COUNTRY_NAMES[number.country]) for number in readings)
+        readings = national_id_readings(self.national_id.data)
+        countries = ", ".join(str(COUNTRY_NAMES[number.country]) for number in readings)
+        if field.data and readings and field.data not in {number.country for number in readings}:
+            raise ValidationError(
+                _(
+                    "This number is a valid national id of %(countries)s, not of %(chosen)s: choose its country.",
+                    countries=countries,
+                    chosen=COUNTRY_NAMES[field.data],
+                )
+            )
+        if not field.data and len(readings) > 1:
             raise ValidationError(
                 _(
                     "This number is a valid national id in more than one country (%(countries)s), each a different "

@@ -400,6 +400,11 @@ def test_the_cli_and_the_admin_page_ask_for_the_country_of_a_number_valid_in_two
     answer = admin.post("/admin/subjects", data={"national_id": TWO_COUNTRIES, "country": "fi", "export": "1"})
     assert answer.status_code == 200 and [flow["flow_id"] for flow in answer.json["flows"]] == ["flow-of-the-finn"]
     assert admin.post("/admin/access", data={"national_id": TWO_COUNTRIES, "country": "se"}).status_code == 200
+    # A country the number is no id of: said so, not "not a valid national id" (a re-check)
+    wrong = admin.post("/admin/access", data={"national_id": PERSON, "country": "se"})
+    assert wrong.status_code == 400 and "a valid national id of Norway, not of Sweden" in html.unescape(wrong.text)
+    said = run(finn_and_swede, "export", PERSON, "--country", "se")
+    assert said.exit_code == 2 and "a valid national id of no, not of se" in said.output
 
 
 def test_a_person_with_many_flows_is_exported_and_erased_whole(app):
