@@ -500,9 +500,18 @@ def init_app(app: Flask) -> None:
         app.cli.add_command(_database_trouble_in_one_line(command))
 
 
+WRAPPED = "_portal_trouble_in_one_line"
+
+
 def _database_trouble_in_one_line(command: click.Command) -> click.Command:
     """A command (or every command of a group) that meets a database it cannot use says so in one line and exits
-    1, as cron and a container's logs want it, instead of a driver's traceback."""
+    1, as cron and a container's logs want it, instead of a driver's traceback.
+
+    Once per command: the groups are the module's, and every app made in a process (the tests make thousands)
+    wrapped them again, until a command went through a thousand wrappers and out of Python's recursion limit."""
+    if getattr(command, WRAPPED, False):
+        return command
+    setattr(command, WRAPPED, True)
     invoke = command.invoke
 
     def invoke_saying_what_is_wrong(ctx: click.Context):

@@ -256,3 +256,20 @@ def test_help_lists_the_commands_under_the_configuration_error(tmp_path):
     refused = flask_command(tmp_path, "users", "list")
     assert refused.returncode == 2 and "FLOW_API_URL is required" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_a_command_runs_after_thousands_of_apps_in_one_process(make_app):
+    """Found by CI: every app made in a process wrapped the module's command groups once more, and after enough
+    apps (the test run makes thousands) `flows sync` ended in a RecursionError."""
+    import sys
+
+    from flask import Flask
+
+    from portal.cli import init_app, users
+
+    app = make_app()
+    for _ in range(sys.getrecursionlimit()):
+        init_app(Flask(__name__))  # what each app made in the process does
+    result = app.test_cli_runner().invoke(args=["users", "list"])
+    assert result.exit_code == 0, result.output
+    assert users.invoke.__name__ == "invoke_saying_what_is_wrong"
