@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from authlib.integrations.flask_client import OAuth
-from flask import Flask, current_app, flash, g, redirect, request, session, url_for
+from flask import Flask, current_app, flash, g, jsonify, redirect, request, session, url_for
 from flask_babel import lazy_gettext as _l
 from flask_login import current_user, login_user
 from flask_wtf.csrf import generate_csrf
@@ -38,6 +38,10 @@ PUBLIC_ENDPOINTS = {
     "consent.complete",
     "webhooks.receive",
 }
+
+# Endpoints a page asks in the background, not a person: they neither keep a session from its idle timeout nor end
+# it (the page a person opens next says why it ended), and a signed-out one answers 401 in JSON, not a sign-in page.
+BACKGROUND_ENDPOINTS = {"flows.heard"}
 
 
 SESSION_KEYS = ("_user_id", "_fresh", "_id", "sv", "since", "seen", "csrf_token")
@@ -127,7 +131,7 @@ def _session_problem(user: StaffMember) -> str | None:
         return "expired"
     if now - seen > settings.session_idle_seconds:
         return "idle"
-    if now - seen >= SEEN_EVERY:
+    if now - seen >= SEEN_EVERY and not _in_background():
         session["seen"] = now
     return None
 
@@ -146,6 +150,8 @@ def _load_user(user_id: str) -> StaffMember | None:
     if not (user and user.is_active):
         return None
     problem = _session_problem(user)
+    if problem and _in_background():
+        return None
     if problem:
         g.session_ended = problem
         for key in SESSION_KEYS:
@@ -176,6 +182,8 @@ def _require_sign_in():
     if not current_user.is_authenticated:
         if database_unavailable():
             raise DatabaseUnavailable  # the 503 page, not a sign-in form that cannot work either
+        if _in_background():
+            return jsonify(error="signed_out", message=str(login_manager.login_message)), 401
         ended = g.get("session_ended")
         if ended and request.method == "GET":
             flash(str(SESSION_ENDED[ended]), "info")
@@ -183,6 +191,10 @@ def _require_sign_in():
         keeping = _KEEPS_INPUT.get(request.endpoint) if request.method == "POST" else None
         return (keeping and keeping()) or login_manager.unauthorized()
     return None
+
+
+def _in_background() -> bool:
+    return request.endpoint in BACKGROUND_ENDPOINTS
 
 
 def _to_sign_in():

@@ -304,6 +304,23 @@ def test_an_idle_session_ends_after_the_idle_timeout(clocked_app):
     assert "without activity" in client.get(answer.headers["Location"]).text
 
 
+def test_a_page_s_questions_in_the_background_keep_no_session_alive(clocked_app):
+    """A flow's page left open asks for news every few seconds (flow-news.js): that is not the person's activity."""
+    client = clocked_app.test_client()
+    sign_in(client, "kari")
+    clock = clocked_app.extensions["portal.clock"]
+    news = f"/flows/{uuid.uuid4()}/heard?after=0"
+    for _ in range(2):  # 22 minutes of questions after the last page
+        clock.now += 11 * 60
+        assert client.get(news).status_code == 200
+    clock.now += 11 * 60  # 11 minutes after the last question, 33 after the last page
+    asked = client.get(news)
+    assert asked.status_code == 401 and asked.get_json()["error"] == "signed_out"
+    answer = client.get("/flows")
+    assert answer.status_code == 302 and "/login" in answer.headers["Location"]
+    assert "without activity" in client.get(answer.headers["Location"]).text, "the reason is kept for the next page"
+
+
 def test_a_session_ends_at_its_absolute_lifetime_however_active(clocked_app):
     client = clocked_app.test_client()
     sign_in(client, "kari")

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
 from flask_login import current_user
@@ -90,12 +90,21 @@ from ..submissions import (
     settle_submission,
 )
 from ..throttle import NATIONAL_ID_SEARCHES_PER_USER, PERSON_SEARCHED_LATELY, ThrottleUnavailable, throttle
-from ..webhooks.store import event_document, events_for_flow, left_out_by_reference, without_repeats
+from ..webhooks.store import (
+    event_document,
+    event_types_after,
+    events_for_flow,
+    last_event_row,
+    left_out_by_reference,
+    without_repeats,
+)
 from ..worklists import open_flows_of
 from .sign_in import safe_next
 
 bp = Blueprint("flows", __name__, url_prefix="/flows")
 log = logging.getLogger(__name__)
+LONGEST_ROW_DIGITS = 18  # a row id a database's 64-bit integer holds
+NAMED_TYPES = 5  # the new events' types a page's notice names at most
 
 
 def flow_client() -> FlowClient:
@@ -425,6 +434,7 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         record_access(person, FLOW_DETAIL, flow.flow_id)
     elif purpose := purpose_to_log(flow.flow_id):  # a reveal once, not at each reload of it
         record_access(person, REVEAL, flow.flow_id, purpose=purpose)
+    shown_up_to = last_event_row(flow.flow_id, flow.reference_id)  # first: an event meanwhile is news, not lost
     events, received = without_repeats(events_for_flow(flow.flow_id, flow.reference_id))
     record = index_record(flow.flow_id)
     status = status_of_detail(flow, record, events)
@@ -444,6 +454,7 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         consent_url=_sandbox_consent_url(flow) if status.awaiting_consent else None,
         events=events,
         received=received,
+        shown_up_to=shown_up_to,
         lifecycles={event.id: lifecycle_told(event_document(event)) for event in events},
         left_out=left_out_by_reference(flow.flow_id, flow.reference_id),
         reveal_form=reveal_form or RevealForm(settings().reveal_purposes, formdata=None),
@@ -555,6 +566,31 @@ def _reference_not_indexed_yet(reference: str):
             reference=mask_text(reference),
         ),
         retry=True,
+    )
+
+
+@bp.get("/<flow:flow_id>/heard")
+def heard(flow_id: str):
+    """What a flow's open page asks in the background: the webhook events received for the flow after the row it
+    showed up to (`after`). Read from the portal's own store: nothing from the service, nothing personal."""
+    flow_id = _valid_flow_id(flow_id)
+    after = request.args.get("after", "")
+    if not (after.isascii() and after.isdigit() and len(after) <= LONGEST_ROW_DIGITS):
+        message = _("The after parameter must be a whole number: the last event row the page showed.")
+        return jsonify(error="bad_request", message=message), 400
+    record = index_record(flow_id)
+    count, types = event_types_after(flow_id, record.reference_id if record else None, int(after), NAMED_TYPES)
+    return jsonify(new=count, message=_new_events_said(count, types) if count else None)
+
+
+def _new_events_said(count: int, types: list[str | None]) -> str:
+    named = [shown(kind) if kind else _("no type") for kind in dict.fromkeys(types)]  # each once, as received
+    return ngettext(
+        "A webhook event arrived for this flow after this page was loaded (%(types)s). Reload the page to see it.",
+        "%(num)s webhook events arrived for this flow after this page was loaded (%(types)s). Reload the page to "
+        "see them.",
+        count,
+        types=", ".join(named) + ("…" if count > len(types) else ""),
     )
 
 

@@ -344,11 +344,29 @@ def events_for_flow(flow_id: str, reference_id: str | None) -> list[WebhookEvent
     Events are the flow's by flow id. An event without a flow id is the flow's by its reference only
     while that reference is unique: references can repeat, and another person's events must not show.
     """
+    ordered = (func.coalesce(WebhookEvent.occurred_at, WebhookEvent.received_at), WebhookEvent.id)
+    match = _events_of_flow(flow_id, reference_id)
+    return list(db.session.scalars(select(WebhookEvent).where(match).order_by(*ordered).limit(500)))
+
+
+def _events_of_flow(flow_id: str, reference_id: str | None) -> ColumnElement[bool]:
     match: ColumnElement[bool] = WebhookEvent.flow_id.in_(flow_id_spellings(flow_id))  # a UUID in capitals too
     if reference_id and reference_is_only(flow_id, reference_id):
         match = or_(match, and_(WebhookEvent.flow_id.is_(None), WebhookEvent.reference_id == reference_id))
-    ordered = (func.coalesce(WebhookEvent.occurred_at, WebhookEvent.received_at), WebhookEvent.id)
-    return list(db.session.scalars(select(WebhookEvent).where(match).order_by(*ordered).limit(500)))
+    return match
+
+
+def last_event_row(flow_id: str, reference_id: str | None) -> int:
+    """The highest row of the flow's events received so far (0 for none): a page says what it showed with it."""
+    return db.session.scalar(select(func.max(WebhookEvent.id)).where(_events_of_flow(flow_id, reference_id))) or 0
+
+
+def event_types_after(flow_id: str, reference_id: str | None, row: int, most: int) -> tuple[int, list[str | None]]:
+    """How many of the flow's events arrived after `row`, and the types of the first `most` of them in order."""
+    newer = and_(_events_of_flow(flow_id, reference_id), WebhookEvent.id > row)
+    count = db.session.scalar(select(func.count()).select_from(WebhookEvent).where(newer)) or 0
+    types = db.session.scalars(select(WebhookEvent.event_type).where(newer).order_by(WebhookEvent.id).limit(most))
+    return count, list(types)
 
 
 def without_repeats(events: list[WebhookEvent]) -> tuple[list[WebhookEvent], dict[int, int]]:

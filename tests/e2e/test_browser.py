@@ -7,7 +7,10 @@ import requests
 from axe_playwright_python.sync_playwright import Axe
 from browser_support import STAFF_PAGES, send_new_flow, sign_in
 from playwright.sync_api import expect
-from support import PASSWORD, deliver_signed
+from support import PASSWORD, deliver_signed, wait_until
+
+from portal.extensions import db
+from portal.models import WebhookEvent
 
 
 def row_ids(page):
@@ -184,6 +187,37 @@ def test_consent_in_the_sandbox_shows_up_as_a_timeline(page, stack, shot):
     page.goto(f"{stack.url}/events")
     expect(page.locator("table")).to_contain_text("flow.status_changed")
     shot("events")
+
+
+def test_an_open_flow_page_says_when_the_person_has_answered(page, stack, console_errors):
+    """Staff waiting on a person's consent keep the flow's page open: it says when webhook events arrive, and a
+    reload shows them (flow-news.js asks every 15 s; the page's clock is the test's)."""
+    page.clock.install()
+    sign_in(page, stack)
+    send_new_flow(page, stack, "16822548834", "Venter")
+    page.wait_for_url(re.compile(r"/flows/[0-9a-f-]{36}$"))
+    flow_id = page.url.rsplit("/", 1)[1]
+    news = page.get_by_test_id("flow-news")
+    with page.context.expect_page() as opened:
+        page.get_by_role("link", name="Open the sandbox consent page").click()
+    opened.value.get_by_role("button", name="I consent").click()
+    opened.value.wait_for_url(re.compile(r"/consent-complete$"))
+    wait_until(lambda: stored_events(stack, flow_id) >= 3, "the consent's events to be stored")
+    page.bring_to_front()
+    page.clock.run_for(16_000)
+    expect(news).to_contain_text("arrived for this flow after this page was loaded")
+    expect(news).to_contain_text("flow.status_changed")
+    with page.expect_navigation():
+        news.get_by_role("button", name="Reload the page").click()
+    expect(page.get_by_test_id("timeline").locator("li")).to_have_count(3)
+    expect(page.locator(".status-badge", has_text="Accepted").first).to_be_visible()
+    expect(page.get_by_test_id("flow-news")).to_be_empty()
+    assert console_errors == []
+
+
+def stored_events(stack, flow_id: str) -> int:
+    with stack.portal_app.app_context():
+        return db.session.query(WebhookEvent).filter_by(flow_id=flow_id).count()
 
 
 def test_find_a_flow_by_last_name_in_one_step(page, stack, shot, console_errors):

@@ -1,0 +1,97 @@
+"""A flow's page left open hears of the webhook events that arrive for the flow after it was loaded: the page says
+up to which row it showed, `/flows/<id>/heard?after=` answers how many came since (flow-news.js asks it)."""
+
+import html
+import re
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+from support import deliver_signed
+
+
+def watch_address(page: str) -> str:
+    found = re.search(r'class="flow-news[^"]*" role="status" data-watch="([^"]+)"', page)
+    assert found, "the page carries no address to ask for news"
+    return html.unescape(found[1])
+
+
+def event_for(flow_id: str, event_type: str = "flow.status_changed", **data) -> dict:
+    return {
+        "id": str(uuid.uuid4()),
+        "type": event_type,
+        "timestamp": datetime.now(timezone.utc).isoformat(),
+        "data": {"flowId": flow_id, "status": "Opened"} | data,
+    }
+
+
+@pytest.fixture
+def flow_id(sandbox):
+    return sandbox.create()["flowId"]
+
+
+def test_an_open_page_hears_of_each_event_that_arrived_after_it_was_loaded(app, signed_in, flow_id):
+    staff = signed_in("viewer")
+    assert deliver_signed(app, event_for(flow_id, "flow.created")).status_code == 200  # shown on the page
+    watch = watch_address(staff.get(f"/flows/{flow_id}").text)
+    assert staff.get(watch).get_json() == {"new": 0, "message": None}
+
+    assert deliver_signed(app, event_for(str(uuid.uuid4()))).status_code == 200  # another flow's: no news
+    assert deliver_signed(app, event_for(flow_id)).status_code == 200
+    heard = staff.get(watch)
+    assert heard.status_code == 200 and heard.headers["Content-Type"] == "application/json"
+    assert heard.get_json() == {
+        "new": 1,
+        "message": "A webhook event arrived for this flow after this page was loaded (flow.status_changed). "
+        "Reload the page to see it.",
+    }
+    for event_type in ("flow.status_changed", "flow.completed"):
+        assert deliver_signed(app, event_for(flow_id, event_type)).status_code == 200
+    assert (
+        staff.get(watch)
+        .get_json()["message"]
+        .startswith(
+            "3 webhook events arrived for this flow after this page was loaded (flow.status_changed, flow.completed)."
+        )
+    )
+    assert watch_address(staff.get(f"/flows/{flow_id}").text) != watch, "a page loaded again shows up to the last"
+    assert staff.get(watch_address(staff.get(f"/flows/{flow_id}").text)).get_json()["new"] == 0
+
+
+def test_the_news_names_a_few_types_and_masks_what_a_type_holds(app, signed_in, flow_id):
+    staff = signed_in("viewer")
+    watch = watch_address(staff.get(f"/flows/{flow_id}").text)
+    for n in range(7):
+        assert deliver_signed(app, event_for(flow_id, f"custom.kind{n}")).status_code == 200
+    assert "custom.kind4…)" in staff.get(watch).get_json()["message"], "five named, the rest left to the page"
+    assert deliver_signed(app, event_for(flow_id, "seen.15108695088")).status_code == 200
+    watch = watch_address(staff.get(f"/flows/{flow_id}").text)
+    assert deliver_signed(app, event_for(flow_id, "seen.15108695088")).status_code == 200
+    said = staff.get(watch).get_json()["message"]
+    assert "15108695088" not in said and "seen.151086•••••" in said
+
+
+def test_the_news_is_said_in_the_person_s_language(app, signed_in, flow_id):
+    staff = signed_in("viewer")
+    staff.post("/language", data={"language": "sv"})
+    watch = watch_address(staff.get(f"/flows/{flow_id}").text)
+    assert deliver_signed(app, event_for(flow_id)).status_code == 200
+    said = staff.get(watch).get_json()["message"]
+    assert said.startswith("En webhook-händelse") and "arrived" not in said
+
+
+@pytest.mark.parametrize("after", ["", "x", "-1", "1.0", "1" * 19, "１", " 1"])
+def test_a_row_that_is_no_row_is_refused_as_json(signed_in, flow_id, after):
+    answer = signed_in("viewer").get(f"/flows/{flow_id}/heard", query_string={"after": after})
+    assert answer.status_code == 400
+    assert answer.get_json()["error"] == "bad_request"
+
+
+def test_a_flow_id_that_is_none_is_not_found(signed_in):
+    assert signed_in("viewer").get("/flows/not%20an%20id/heard?after=0").status_code == 404
+
+
+def test_signed_out_the_question_gets_401_in_json_not_the_sign_in_page(client, flow_id):
+    answer = client.get(f"/flows/{flow_id}/heard?after=0")
+    assert answer.status_code == 401 and answer.get_json()["error"] == "signed_out"
+    assert "Please sign in" not in client.get("/login").text, "no message left for a page the person did not ask for"
