@@ -12,6 +12,7 @@ from joserfc.jwk import RSAKey
 from sqlalchemy import make_url
 from support import (
     REDIS_PREFIX,
+    DatabaseProxy,
     LiveServer,
     Receiver,
     Sandbox,
@@ -240,3 +241,11 @@ def alt(serve) -> AltService:
     service = app.extensions["alt"]
     service.url = serve(app)
     return service
+
+
+@pytest.fixture
+def hanging_server():
+    """A server on 127.0.0.1 that accepts every connection and never sends a byte."""
+    server = DatabaseProxy(None, mode="hang")
+    yield server
+    server.stop()

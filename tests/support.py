@@ -8,6 +8,7 @@ import io
 import re
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 import time
@@ -442,3 +443,86 @@ def spreadsheet_rows(text: str, delimiter: str = ",") -> list[dict]:
     cells separated by `delimiter` (a comma on an English page)."""
     assert text.startswith("\ufeff"), "a page's CSV download starts with a byte-order mark"
     return list(csv.DictReader(io.StringIO(text.removeprefix("\ufeff")), delimiter=delimiter))
+
+
+def _close(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in recv or accept on it
+    sock.close()
+
+
+class DatabaseProxy:  # a database, Redis: any TCP server
+    """A TCP stand-in on 127.0.0.1 whose mode a test switches.
+
+    up: forwards to `target`; down: nothing listens on the port; hang: accepts and never answers.
+    Every switch drops the open connections, as a database restart would.
+    """
+
+    def __init__(self, target: tuple[str, int] | None, mode: str = "up"):
+        self.target, self.mode, self.port = target, mode, 0
+        self.lock = threading.Lock()
+        self.connections: list[socket.socket] = []
+        self.accepted = 0
+        self.listener: socket.socket | None = None
+        self._listen()
+
+    def _listen(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(128)
+        self.port, self.listener = listener.getsockname()[1], listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.accepted += 1
+                self.connections.append(client)
+                if self.mode == "hang":
+                    continue  # hold it open and say nothing
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+                self.connections.append(upstream)
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _close(source)
+            _close(sink)
+
+    def url(self, database_url: str) -> str:
+        return make_url(database_url).set(host="127.0.0.1", port=self.port).render_as_string(hide_password=False)
+
+    def switch(self, mode: str) -> None:
+        with self.lock:
+            self.mode = mode
+            self._drop_connections()
+            if mode == "down" and self.listener:
+                _close(self.listener)
+                self.listener = None
+            elif mode != "down" and not self.listener:
+                self._listen()
+
+    def _drop_connections(self) -> None:
+        for connection in self.connections:
+            _close(connection)
+        self.connections.clear()
+
+    def stop(self) -> None:
+        with self.lock:
+            self._drop_connections()
+            if self.listener:
+                _close(self.listener)
+                self.listener = None

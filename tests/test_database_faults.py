@@ -5,7 +5,6 @@ Real parts only: a real SQLite file that disappears or is locked, the machine's 
 proxy that a test switches off or makes hang, and a hanging server that accepts and never answers.
 """
 
-import contextlib
 import json
 import logging
 import math
@@ -14,7 +13,6 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +26,7 @@ from sqlalchemy import create_engine, make_url
 from sqlalchemy.exc import OperationalError
 from support import (
     PASSWORD,
+    DatabaseProxy,
     create_database_beside,
     drop_database,
     portal_config,
@@ -54,97 +53,6 @@ SIGNED_IN_PAGES = ["/flows", "/events", "/admin/users", "/admin/audit"]
 
 
 # -- stand-ins for a database that is down or hangs -----------------------------------------------
-
-
-def _close(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in recv or accept on it
-    sock.close()
-
-
-class DatabaseProxy:
-    """A TCP stand-in on 127.0.0.1 whose mode a test switches.
-
-    up: forwards to `target`; down: nothing listens on the port; hang: accepts and never answers.
-    Every switch drops the open connections, as a database restart would.
-    """
-
-    def __init__(self, target: tuple[str, int] | None, mode: str = "up"):
-        self.target, self.mode, self.port = target, mode, 0
-        self.lock = threading.Lock()
-        self.connections: list[socket.socket] = []
-        self.accepted = 0
-        self.listener: socket.socket | None = None
-        self._listen()
-
-    def _listen(self) -> None:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen(128)
-        self.port, self.listener = listener.getsockname()[1], listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.accepted += 1
-                self.connections.append(client)
-                if self.mode == "hang":
-                    continue  # hold it open and say nothing
-                upstream = socket.create_connection(self.target, timeout=5)
-                upstream.settimeout(None)
-                self.connections.append(upstream)
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            _close(source)
-            _close(sink)
-
-    def url(self, database_url: str) -> str:
-        return make_url(database_url).set(host="127.0.0.1", port=self.port).render_as_string(hide_password=False)
-
-    def switch(self, mode: str) -> None:
-        with self.lock:
-            self.mode = mode
-            self._drop_connections()
-            if mode == "down" and self.listener:
-                _close(self.listener)
-                self.listener = None
-            elif mode != "down" and not self.listener:
-                self._listen()
-
-    def _drop_connections(self) -> None:
-        for connection in self.connections:
-            _close(connection)
-        self.connections.clear()
-
-    def stop(self) -> None:
-        with self.lock:
-            self._drop_connections()
-            if self.listener:
-                _close(self.listener)
-                self.listener = None
-
-
-@pytest.fixture
-def hanging_server():
-    """A server on 127.0.0.1 that accepts every connection and never sends a byte."""
-    server = DatabaseProxy(None, mode="hang")
-    yield server
-    server.stop()
 
 
 @pytest.fixture

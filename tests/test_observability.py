@@ -19,7 +19,7 @@ from support import PASSWORD, portal_config
 from flow_sandbox.settings import DEMO_WEBHOOK_SECRET
 from portal.metrics import NO_REASON
 from portal.settings import SettingsError, load_settings
-from portal.views.health import TOKEN_CHECK, TokenCheck
+from portal.views.health import THROTTLE_CHECK, TOKEN_CHECK, CachedCheck
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS_TOKEN = "metrics-token-0123456789abcdef"
@@ -272,6 +272,24 @@ def test_readiness_reports_a_shared_throttling_store_that_is_away(make_app, redi
     assert away.status_code == 200 and away.json["throttle"] == "unreachable", "reported, staff signed in go on"
 
 
+def test_the_throttling_store_is_asked_at_most_every_five_seconds(make_app, hanging_server):
+    """A probe asking /readyz every second of a Redis that hangs waited out the store's timeout at every call."""
+    app = make_app(PORTAL_REDIS_URL=f"redis://127.0.0.1:{hanging_server.port}/0")
+    now = [0.0]
+    app.extensions[THROTTLE_CHECK] = CachedCheck(seconds=5, clock=lambda: now[0])
+    client = app.test_client()
+    asked = hanging_server.accepted
+    assert client.get("/readyz").json["throttle"] == "unreachable"
+    assert hanging_server.accepted > asked
+    asked = hanging_server.accepted
+    now[0] = 4.9
+    assert client.get("/readyz").json["throttle"] == "unreachable"
+    assert hanging_server.accepted == asked, "answered from the cache"
+    now[0] = 5.0
+    assert client.get("/readyz").json["throttle"] == "unreachable"
+    assert hanging_server.accepted > asked
+
+
 def test_not_ready_on_a_database_behind_this_codes_migrations(app):
     from flask_migrate import downgrade, upgrade
 
@@ -308,7 +326,7 @@ def test_not_ready_when_the_identity_provider_gives_no_token(make_app, sandbox, 
 
 def test_the_token_check_is_answered_from_a_cache_for_five_seconds(app, sandbox):
     now = [0.0]
-    app.extensions[TOKEN_CHECK] = TokenCheck(seconds=5, clock=lambda: now[0])
+    app.extensions[TOKEN_CHECK] = CachedCheck(seconds=5, clock=lambda: now[0])
     client = app.test_client()
     assert client.get("/readyz").status_code == 200
     asked = sandbox.stats()["token_requests"]

@@ -3,6 +3,8 @@
 import functools
 import threading
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from alembic.script import ScriptDirectory
 from flask import Blueprint, Response, abort, current_app, request
@@ -16,25 +18,27 @@ from ..flowapi.errors import outcome_kind
 from ..throttle import throttle
 
 bp = Blueprint("health", __name__)
+T = TypeVar("T")
 TOKEN_CHECK = "portal.token_check"
+THROTTLE_CHECK = "portal.throttle_check"
 
 
-class TokenCheck:
-    """Whether a Flow Service token is obtainable, asked of the token provider at most every `seconds`."""
+class CachedCheck:
+    """A check's answer, worked out again at most every `seconds`: a probe asking every second costs one check, and
+    one that waits on a timeout while what it checks is away does not wait on each call."""
 
     def __init__(self, seconds: float = 5.0, clock=time.monotonic):
         self.seconds, self.clock = seconds, clock
         self._lock = threading.Lock()
         self._until = float("-inf")
-        self._failure: str | None = None
+        self._answer: Any = None
 
-    def failure(self, provider) -> str | None:
-        """None when a token was obtained, else what kind of failure kept it (http_4xx, timeout, ...)."""
+    def answer(self, check: Callable[[], T]) -> T:
         with self._lock:
             if self.clock() >= self._until:
-                self._failure = _token_failure(provider)
+                self._answer = check()
                 self._until = self.clock() + self.seconds
-            return self._failure
+            return self._answer
 
 
 def _token_failure(provider) -> str | None:
@@ -46,8 +50,9 @@ def _token_failure(provider) -> str | None:
 
 
 @bp.record_once
-def _create_token_check(state) -> None:
-    state.app.extensions.setdefault(TOKEN_CHECK, TokenCheck())
+def _create_checks(state) -> None:
+    for name in (TOKEN_CHECK, THROTTLE_CHECK):
+        state.app.extensions.setdefault(name, CachedCheck())
 
 
 @bp.get("/healthz")
@@ -61,15 +66,21 @@ def ready():
     """The process can reach its database, which is migrated to this code's schema, and obtain a Flow Service
     token. A shared sign-in throttling store (Redis) is reported, not required: while it is away sign-ins and
     searches by national id are refused with a page saying so, but signed-in staff go on working."""
+    checks = current_app.extensions
     body = {"status": "ok", "database": _database_state(), "token": "ok"}
     if throttle().shared:
-        body["throttle"] = "ok" if throttle().reachable() else "unreachable"
-    failure = current_app.extensions[TOKEN_CHECK].failure(current.flow_client().provider)
+        body["throttle"] = checks[THROTTLE_CHECK].answer(_throttle_state)
+    provider = current.flow_client().provider
+    failure = checks[TOKEN_CHECK].answer(lambda: _token_failure(provider))
     if failure:
         body |= {"token": "unavailable", "token_error": failure}
     if failure or body["database"] != "ok":
         return body | {"status": "unavailable"}, 503
     return body
+
+
+def _throttle_state() -> str:
+    return "ok" if throttle().reachable() else "unreachable"
 
 
 def _database_state() -> str:
