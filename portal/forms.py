@@ -26,7 +26,7 @@ from . import current
 from .accounts import MAX_PASSWORD, MIN_PASSWORD
 from .flowindex.keys import national_id_readings
 from .flowindex.observations import CONSENT_STATUSES, LIFECYCLES
-from .labels import OTHER_STORED, ROLE_LABELS, STATUS_LABELS, audit_action_label, purpose_label
+from .labels import OTHER_STORED, ROLE_LABELS, STATUS_LABELS, audit_action_label, capitalised, purpose_label
 from .listing import PAGE_SIZES
 from .masking import mask_text
 from .models import ROLES
@@ -346,7 +346,9 @@ class FlowSearchForm(FlaskForm):
         default="",
     )
     lifecycle = SelectField(
-        _l("Lifecycle"), choices=[ANY, *(SelectChoice(code, STATUS_LABELS[code]) for code in LIFECYCLES)], default=""
+        _l("Lifecycle"),
+        choices=[ANY, *(SelectChoice(code, capitalised(STATUS_LABELS[code])) for code in LIFECYCLES)],
+        default="",
     )
     country = SelectField(
         _l("Country"), choices=[ANY, *(SelectChoice(code, name) for code, name in COUNTRY_NAMES.items())], default=""

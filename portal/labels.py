@@ -7,6 +7,7 @@ is shown as it came (masked), so a new value from the service is never hidden.
 
 import re
 
+from flask_babel import LazyString
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 
@@ -24,6 +25,13 @@ STATUS_LABELS = {
     "completed": _l("completed"),
     "cancelled": _l("cancelled"),
 }
+
+
+def capitalised(label) -> LazyString:
+    """A label that starts a line (a select's option) with a capital, in the reader's language: the lifecycle's
+    words are written for the middle of a sentence."""
+    return LazyString(lambda: (text := str(label))[:1].upper() + text[1:])
+
 
 # A staff member's role, as the page header names it (the forms add what each may do).
 ROLE_LABELS = {

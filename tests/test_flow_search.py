@@ -805,3 +805,14 @@ def test_where_the_portal_saw_a_flow_change_is_visible_without_a_mouse(world):
         shown = unescape(re.sub(r"<[^>]+>", "", cell))  # the text on the page, not in its attributes
         when, _, source = shown.partition(" · ")
         assert when.startswith("change seen ") and source in sources, shown
+
+
+def test_the_lifecycle_filter_s_options_start_with_a_capital_in_every_language(signed_in):
+    """Found in a new user's walk: "active", "completed", "cancelled" among capitalised options, the words being
+    written for the middle of a sentence."""
+    staff = signed_in("viewer")
+    for language, expected in (("en", "Active"), ("nb", "Aktiv"), ("sv", "Aktivt"), ("fi", "Aktiivinen")):
+        staff.post("/language", data={"language": language})
+        page = staff.get("/flows?archived=all").text
+        lifecycle = re.search(r'<select[^>]*name="lifecycle".*?</select>', page, re.DOTALL)[0]
+        assert f'<option value="active">{expected}</option>' in lifecycle, language
