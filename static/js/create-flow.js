@@ -66,8 +66,7 @@ document.addEventListener("DOMContentLoaded", () => {
     if (otherCountry) parts.push(reading.dataset.otherCountry.replace("%(country)s", option.textContent));
     else if (option) parts.push(`${reading.dataset.countryLabel}: ${option.textContent}`);
     if (found && found.born) parts.push(`${reading.dataset.bornLabel} ${found.born}`);
-    reading.textContent = parts.join(" · ");
-    reading.hidden = parts.length === 0;
+    reading.textContent = parts.join(" · "); // a live region stays in place, empty or not, to be read out
     reading.classList.toggle("text-warning-emphasis", otherCountry);
   }
 

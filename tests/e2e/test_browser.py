@@ -198,8 +198,9 @@ def test_an_open_flow_page_says_when_the_person_has_answered(page, stack, consol
     page.wait_for_url(re.compile(r"/flows/[0-9a-f-]{36}$"))
     flow_id = page.url.rsplit("/", 1)[1]
     news = page.get_by_test_id("flow-news")
+    consent_link = page.get_by_role("link", name="Open the sandbox consent page (opens in a new tab)", exact=True)
     with page.context.expect_page() as opened:
-        page.get_by_role("link", name="Open the sandbox consent page").click()
+        consent_link.click()
     opened.value.get_by_role("button", name="I consent").click()
     opened.value.wait_for_url(re.compile(r"/consent-complete$"))
     wait_until(lambda: stored_events(stack, flow_id) >= 3, "the consent's events to be stored")
