@@ -424,3 +424,17 @@ def test_a_person_with_many_flows_is_exported_and_erased_whole(app):
     with app.app_context():
         assert db.session.query(FlowRecord).filter(FlowRecord.erased_at.is_not(None)).count() == 700
     assert set(json.loads(run(app, "export", PERSON).output)["counts"].values()) == {0}
+
+
+def test_a_flow_s_page_logs_the_access_under_the_person_of_the_country_it_was_created_for(app, signed_in, sandbox):
+    """Left alone last stop and found again: a Finn's flow with a number also valid in Sweden was logged, at each
+    view of its page, as the Swede's: the Finn's access request missed the views, the Swede's got them."""
+    flow_id = sandbox.create(national_id=TWO_COUNTRIES, last_name="Virtanen")["flowId"]
+    now = datetime.now(UTC)
+    with app.app_context():
+        observed = Observation(flow_id, CREATE, now, now, national_id=TWO_COUNTRIES, country="fi")
+        apply_observations([observed], app.extensions["portal.settings"].index_key)
+    assert signed_in("viewer").get(f"/flows/{flow_id}").status_code == 200
+    with app.app_context():
+        assert [entry.target for entry in find_subject(TWO_COUNTRIES, "fi").access_log] == [flow_id]
+        assert find_subject(TWO_COUNTRIES, "se").access_log == []

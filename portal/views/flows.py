@@ -429,14 +429,14 @@ def _retrieve(flow_id: str):
 def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm | None = None):
     flow = _retrieve(_valid_flow_id(flow_id))
     saw_detail(flow)
-    person = subject_key_of(flow.data.national_id)
+    record = index_record(flow.flow_id)
+    person = _person_of(flow, record)
     if not revealed:
         record_access(person, FLOW_DETAIL, flow.flow_id)
     elif purpose := purpose_to_log(flow.flow_id):  # a reveal once, not at each reload of it
         record_access(person, REVEAL, flow.flow_id, purpose=purpose)
     shown_up_to = last_event_row(flow.flow_id, flow.reference_id)  # first: an event meanwhile is news, not lost
     events, received = without_repeats(events_for_flow(flow.flow_id, flow.reference_id))
-    record = index_record(flow.flow_id)
     status = status_of_detail(flow, record, events)
     if (status.answered_but_not_seen or _changed_since_listed(flow, status)) and _read_from_the_list(flow):
         record = index_record(flow.flow_id)
@@ -459,6 +459,13 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         left_out=left_out_by_reference(flow.flow_id, flow.reference_id),
         reveal_form=reveal_form or RevealForm(settings().reveal_purposes, formdata=None),
     )
+
+
+def _person_of(flow: FlowDetail, record: FlowRecord | None) -> str | None:
+    """The subject key of the flow's person: of the country the index has the flow under (created for, or read
+    before), as a subject request finds them; a number may be valid in two (010111-9907, a Finn and a Swede)."""
+    national_id = flow.data.national_id
+    return (record and subject_key_of(national_id, record.country)) or subject_key_of(national_id)
 
 
 def _changed_since_listed(flow: FlowDetail, status: FlowStatus) -> bool:
