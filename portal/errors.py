@@ -216,7 +216,8 @@ def render_error(
 
 
 def _retry_url(retry: bool) -> str | None:
-    """The page asked for again; none when its address holds a national id (it would stand in the page's links)."""
+    """The page asked for again; none when its address holds a national id, or a mistyped one (it would stand in
+    the page's links)."""
     path = request.full_path.rstrip("?")
     return path if retry and request.method == "GET" and return_address(path) == path else None
 

@@ -33,6 +33,9 @@ from . import current
 from .masking import mask_flow_id
 
 SEALED = "~"  # never in a flow id the portal opens (FLOW_ID: letters, digits, - and _)
+# The shape of a Nordic national id (digits, separators, a Finnish century sign or check letter): a
+# mistyped one is not searched as a name; it stays in the box to be corrected, in the address only sealed.
+NATIONAL_ID_SHAPE = re.compile(r"[0-9]{6,8}[ +A-Fa-fU-Yu-y-]?[0-9]{3,4}[0-9A-Ya-y]")
 _NONCE_BYTES = 16
 _KEY_PURPOSE = b"flow-portal: flow ids in URLs"
 _SEAL_TEXT = re.compile(r"[A-Za-z0-9_-]+")  # base64url without padding, as `in_url` writes it
@@ -139,6 +142,15 @@ def sealed_address(path: str) -> str:
     return urlunsplit(("", "", "/".join(segments), urlencode(query), ""))
 
 
+def holds_an_id_shape(path: str) -> bool:
+    """Whether a path segment or query value of a local address has the shape of a national id, valid or mistyped
+    (the mask leaves some shapes of a mistyped one whole: ten bare digits)."""
+    parts = urlsplit(path)
+    values = [unquote(segment) for segment in parts.path.split("/")]
+    values += [value for _name, value in parse_qsl(parts.query, keep_blank_values=True)]
+    return any(NATIONAL_ID_SHAPE.fullmatch(value.strip()) for value in values)
+
+
 def is_local_path(target: str) -> bool:
     """A path on this portal (a browser would not read it as another site's: no `//`, no backslash, no scheme)."""
     if not (target.startswith("/") and not target.startswith("//") and "\\" not in target and target.isprintable()):
@@ -149,8 +161,9 @@ def is_local_path(target: str) -> bool:
 
 def return_address(path: str) -> str:
     """A page's own address (path and query string) as a `next` field carries it back: sealed when, decoded, it
-    holds a national id (a cursor or a search typed into the address bar); `auth.safe_next` opens it."""
-    if not hidden_in_urls(unquote_plus(path)):  # %20 or + before the digits would hide them from the mask
+    holds a national id (a cursor or a search typed into the address bar), or a mistyped one; `auth.safe_next`
+    opens it."""
+    if not (hidden_in_urls(unquote_plus(path)) or holds_an_id_shape(path)):  # %20 or + would hide them from the mask
         return path
     return _sealed_once(path, current.settings().secret_key)
 

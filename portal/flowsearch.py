@@ -15,7 +15,7 @@ from werkzeug.datastructures import MultiDict
 
 from .flowindex.keys import NationalId, read_national_id
 from .flowindex.search import FlowSearch, Position
-from .flowlinks import SEALED, from_url_form, sealed_anew, sent_whole, url_form
+from .flowlinks import NATIONAL_ID_SHAPE, SEALED, from_url_form, sealed_anew, sent_whole, url_form
 from .forms import FlowSearchForm
 from .i18n import as_sentence
 from .masking import mask_text
@@ -40,9 +40,6 @@ DEFAULTS = {"archived": "", "sort": "created", "order": "newest", "limit": "10"}
 POSITIONS = ("after", "before")
 FILTERS = ("status", "lifecycle", "country", "incidents", "from", "to", "sort", "order", "limit")
 MAX_AUDIT_TARGET = 255
-# The shape of a Nordic national id (digits, separators, a Finnish century sign or check letter): a
-# mistyped one is not searched as a name; it stays in the box to be corrected, in the address only sealed.
-NATIONAL_ID_SHAPE = re.compile(r"[0-9]{6,8}[ +A-Fa-fU-Yu-y-]?[0-9]{3,4}[0-9A-Ya-y]")
 
 
 def wants_index(args) -> bool:

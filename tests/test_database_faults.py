@@ -157,9 +157,11 @@ def check_try_again_keeps_no_national_id(client) -> None:
     answer = client.get("/events?q=LA-1")
     assert_database_page(answer)
     assert 'href="/events?q=LA-1">Try again</a>' in answer.text
-    answer = client.get("/events?q=15108695088")
-    assert answer.status_code == 503 and ">Try again</a>" not in answer.text
-    assert "15108695088" not in answer.text
+    for typed in ("15108695088", "131052-12345", "1310521234"):  # an id, mistyped ones (a re-check of stop 37)
+        for page in ("/events", "/flows"):
+            answer = client.get(page, query_string={"q": typed})
+            assert answer.status_code == 503 and ">Try again</a>" not in answer.text, (page, typed)
+            assert typed not in answer.text, (page, typed)
 
 
 def check_everything_back(app, client) -> None:
