@@ -6,7 +6,6 @@ the flow index. A national id is never kept in an address: the page turns it int
 beside it) goes into links sealed, as flow ids do (`flowlinks`).
 """
 
-import re
 from dataclasses import dataclass, replace
 
 from flask import url_for
