@@ -41,7 +41,7 @@ PUBLIC_ENDPOINTS = {
 
 # Endpoints a page asks in the background, not a person: they neither keep a session from its idle timeout nor end
 # it (the page a person opens next says why it ended), and a signed-out one answers 401 in JSON, not a sign-in page.
-BACKGROUND_ENDPOINTS = {"flows.heard"}
+BACKGROUND_ENDPOINTS = {"flows.heard", "events.heard"}
 
 
 SESSION_KEYS = ("_user_id", "_fresh", "_id", "sv", "since", "seen", "csrf_token")

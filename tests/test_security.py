@@ -305,7 +305,7 @@ def test_an_idle_session_ends_after_the_idle_timeout(clocked_app):
 
 
 def test_a_page_s_questions_in_the_background_keep_no_session_alive(clocked_app):
-    """A flow's page left open asks for news every few seconds (flow-news.js): that is not the person's activity."""
+    """A flow's page left open asks for news every few seconds (page-news.js): that is not the person's activity."""
     client = clocked_app.test_client()
     sign_in(client, "kari")
     clock = clocked_app.extensions["portal.clock"]

@@ -4,10 +4,11 @@ import json
 import re
 from urllib.parse import urlencode
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, flash, jsonify, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 
+from .. import news
 from ..access_log import record_event_access
 from ..audit import record_audit
 from ..csvexport import csv_response
@@ -24,6 +25,7 @@ from ..webhooks.store import (
     event_types,
     find_events,
     iter_matching_events,
+    matching_events_after,
     reference_links,
 )
 
@@ -112,8 +114,28 @@ def index():
         types=_types_offered(filters.get("type")),
         next_url=next_url,
         newest_url=url_for("events.index", **_in_url(unpaged)) if "before" in filters else None,
+        # the first page hears of newer events (the rows are newest first); an older page is history
+        watch_url=None if "before" in filters else _watch_url(unpaged, page.rows[0].id if page.rows else 0),
         export_url=url_for("events.export", **_in_url(unpaged)),
     )
+
+
+@bp.get("/heard")
+def heard():
+    """What the list's first page, left open, asks in the background (portal/news.py): the events its filters
+    match received after the row it showed up to."""
+    filters, dropped = _filters(request.args)
+    row = news.row_asked()
+    if row is None:
+        return news.not_a_row()
+    if dropped:
+        return jsonify(error="bad_request", message=_("A filter value was not valid and was left out.")), 400
+    count, types = matching_events_after(**_search(filters), row=row, most=news.NAMED_TYPES)
+    return news.answer(count, types, of_a_flow=False)
+
+
+def _watch_url(filters: dict, shown_up_to: int) -> str:
+    return url_for("events.heard", **_in_url(filters), after=shown_up_to)
 
 
 def _types_offered(chosen: str | None) -> list[str]:

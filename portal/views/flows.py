@@ -7,13 +7,13 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from flask import Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 
-from .. import current
+from .. import current, news
 from ..access_log import EXPORT_ROW, FLOW_DETAIL, REVEAL, SEARCH, record_access, recorded_while_read, subject_key_of
 from ..audit import record_audit
 from ..csvexport import csv_response
@@ -92,8 +92,8 @@ from ..submissions import (
 from ..throttle import NATIONAL_ID_SEARCHES_PER_USER, PERSON_SEARCHED_LATELY, ThrottleUnavailable, throttle
 from ..webhooks.store import (
     event_document,
-    event_types_after,
     events_for_flow,
+    flow_events_after,
     last_event_row,
     left_out_by_reference,
     without_repeats,
@@ -103,8 +103,6 @@ from .sign_in import safe_next
 
 bp = Blueprint("flows", __name__, url_prefix="/flows")
 log = logging.getLogger(__name__)
-LONGEST_ROW_DIGITS = 18  # a row id a database's 64-bit integer holds
-NAMED_TYPES = 5  # the new events' types a page's notice names at most
 
 
 def flow_client() -> FlowClient:
@@ -578,27 +576,15 @@ def _reference_not_indexed_yet(reference: str):
 
 @bp.get("/<flow:flow_id>/heard")
 def heard(flow_id: str):
-    """What a flow's open page asks in the background: the webhook events received for the flow after the row it
-    showed up to (`after`). Read from the portal's own store: nothing from the service, nothing personal."""
+    """What the flow's page, left open, asks in the background (portal/news.py): the flow's webhook events
+    received after the row it showed up to. From the portal's own store: nothing from the service."""
     flow_id = _valid_flow_id(flow_id)
-    after = request.args.get("after", "")
-    if not (after.isascii() and after.isdigit() and len(after) <= LONGEST_ROW_DIGITS):
-        message = _("The after parameter must be a whole number: the last event row the page showed.")
-        return jsonify(error="bad_request", message=message), 400
+    row = news.row_asked()
+    if row is None:
+        return news.not_a_row()
     record = index_record(flow_id)
-    count, types = event_types_after(flow_id, record.reference_id if record else None, int(after), NAMED_TYPES)
-    return jsonify(new=count, message=_new_events_said(count, types) if count else None)
-
-
-def _new_events_said(count: int, types: list[str | None]) -> str:
-    named = [shown(kind) if kind else _("no type") for kind in dict.fromkeys(types)]  # each once, as received
-    return ngettext(
-        "A webhook event arrived for this flow after this page was loaded (%(types)s). Reload the page to see it.",
-        "%(num)s webhook events arrived for this flow after this page was loaded (%(types)s). Reload the page to "
-        "see them.",
-        count,
-        types=", ".join(named) + ("…" if count > len(types) else ""),
-    )
+    count, types = flow_events_after(flow_id, record.reference_id if record else None, row, news.NAMED_TYPES)
+    return news.answer(count, types, of_a_flow=True)
 
 
 @bp.post("/<flow:flow_id>/refresh")

@@ -361,11 +361,15 @@ def last_event_row(flow_id: str, reference_id: str | None) -> int:
     return db.session.scalar(select(func.max(WebhookEvent.id)).where(_events_of_flow(flow_id, reference_id))) or 0
 
 
-def event_types_after(flow_id: str, reference_id: str | None, row: int, most: int) -> tuple[int, list[str | None]]:
+def flow_events_after(flow_id: str, reference_id: str | None, row: int, most: int) -> tuple[int, list[str | None]]:
     """How many of the flow's events arrived after `row`, and the types of the first `most` of them in order."""
-    newer = and_(_events_of_flow(flow_id, reference_id), WebhookEvent.id > row)
-    count = db.session.scalar(select(func.count()).select_from(WebhookEvent).where(newer)) or 0
-    types = db.session.scalars(select(WebhookEvent.event_type).where(newer).order_by(WebhookEvent.id).limit(most))
+    return _arrived_after(select(WebhookEvent).where(_events_of_flow(flow_id, reference_id)), row, most)
+
+
+def _arrived_after(query: Select[Any], row: int, most: int) -> tuple[int, list[str | None]]:
+    newer = query.where(WebhookEvent.id > row)
+    count = db.session.scalar(select(func.count()).select_from(newer.subquery())) or 0
+    types = db.session.scalars(newer.with_only_columns(WebhookEvent.event_type).order_by(WebhookEvent.id).limit(most))
     return count, list(types)
 
 
@@ -489,6 +493,13 @@ def find_events(
 ) -> KeysetPage:
     """Newest first, filtered by type, by flow id or reference, and to the unlinked events."""
     return newest_first(_matching(event_type, flow, unlinked), WebhookEvent, before, limit)
+
+
+def matching_events_after(
+    *, event_type: str | None, flow: str | None, unlinked: bool, row: int, most: int
+) -> tuple[int, list[str | None]]:
+    """How many events `find_events` would list arrived after `row`, and the first `most` types of them."""
+    return _arrived_after(_matching(event_type, flow, unlinked), row, most)
 
 
 def iter_matching_events(

@@ -191,13 +191,13 @@ def test_consent_in_the_sandbox_shows_up_as_a_timeline(page, stack, shot):
 
 def test_an_open_flow_page_says_when_the_person_has_answered(page, stack, console_errors):
     """Staff waiting on a person's consent keep the flow's page open: it says when webhook events arrive, and a
-    reload shows them (flow-news.js asks every 15 s; the page's clock is the test's)."""
+    reload shows them (page-news.js asks every 15 s; the page's clock is the test's)."""
     page.clock.install()
     sign_in(page, stack)
     send_new_flow(page, stack, "16822548834", "Venter")
     page.wait_for_url(re.compile(r"/flows/[0-9a-f-]{36}$"))
     flow_id = page.url.rsplit("/", 1)[1]
-    news = page.get_by_test_id("flow-news")
+    news = page.get_by_test_id("page-news")
     consent_link = page.get_by_role("link", name="Open the sandbox consent page (opens in a new tab)", exact=True)
     with page.context.expect_page() as opened:
         consent_link.click()
@@ -212,7 +212,7 @@ def test_an_open_flow_page_says_when_the_person_has_answered(page, stack, consol
         news.get_by_role("button", name="Reload the page").click()
     expect(page.get_by_test_id("timeline").locator("li")).to_have_count(3)
     expect(page.locator(".status-badge", has_text="Accepted").first).to_be_visible()
-    expect(page.get_by_test_id("flow-news")).to_be_empty()
+    expect(page.get_by_test_id("page-news")).to_be_empty()
     assert console_errors == []
 
 

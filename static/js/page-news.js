@@ -1,7 +1,8 @@
-// A flow's page left open asks every so often whether webhook events arrived for the flow after it was loaded, and
-// says so with a button to reload. It never reloads by itself: the person may be reading, or typing a purpose.
+// A page left open (a flow's, the events list's first) asks every so often whether webhook events arrived after it
+// was loaded (portal/news.py), and says so with a button to reload. It never reloads by itself: the person may be
+// reading, or typing a purpose.
 document.addEventListener("DOMContentLoaded", () => {
-  const news = document.querySelector(".flow-news[data-watch]");
+  const news = document.querySelector(".page-news[data-watch]");
   if (!news) return;
   const EVERY = 15000; // ms between questions while the page is in view
   const LONGEST = 300000; // ms at most between questions while the portal does not answer

@@ -1,5 +1,6 @@
-"""A flow's page left open hears of the webhook events that arrive for the flow after it was loaded: the page says
-up to which row it showed, `/flows/<id>/heard?after=` answers how many came since (flow-news.js asks it)."""
+"""A page left open hears of the webhook events that arrive after it was loaded: a flow's page of the flow's, the
+events list's first page of those its filters match. The page says up to which row it showed; `/flows/<id>/heard`
+and `/events/heard` answer how many came since (page-news.js asks them; portal/news.py)."""
 
 import html
 import re
@@ -11,7 +12,7 @@ from support import deliver_signed
 
 
 def watch_address(page: str) -> str:
-    found = re.search(r'class="flow-news[^"]*" role="status" data-watch="([^"]+)"', page)
+    found = re.search(r'class="page-news[^"]*" role="status" data-watch="([^"]+)"', page)
     assert found, "the page carries no address to ask for news"
     return html.unescape(found[1])
 
@@ -82,9 +83,10 @@ def test_the_news_is_said_in_the_person_s_language(app, signed_in, flow_id):
 
 @pytest.mark.parametrize("after", ["", "x", "-1", "1.0", "1" * 19, "１", " 1"])
 def test_a_row_that_is_no_row_is_refused_as_json(signed_in, flow_id, after):
-    answer = signed_in("viewer").get(f"/flows/{flow_id}/heard", query_string={"after": after})
-    assert answer.status_code == 400
-    assert answer.get_json()["error"] == "bad_request"
+    staff = signed_in("viewer")
+    for path in (f"/flows/{flow_id}/heard", "/events/heard"):
+        answer = staff.get(path, query_string={"after": after})
+        assert answer.status_code == 400 and answer.get_json()["error"] == "bad_request", path
 
 
 def test_a_flow_id_that_is_none_is_not_found(signed_in):
@@ -92,6 +94,42 @@ def test_a_flow_id_that_is_none_is_not_found(signed_in):
 
 
 def test_signed_out_the_question_gets_401_in_json_not_the_sign_in_page(client, flow_id):
-    answer = client.get(f"/flows/{flow_id}/heard?after=0")
-    assert answer.status_code == 401 and answer.get_json()["error"] == "signed_out"
+    for path in (f"/flows/{flow_id}/heard?after=0", "/events/heard?after=0"):
+        answer = client.get(path)
+        assert answer.status_code == 401 and answer.get_json()["error"] == "signed_out", path
     assert "Please sign in" not in client.get("/login").text, "no message left for a page the person did not ask for"
+
+
+# -- the events list ------------------------------------------------------------------------------
+
+
+def test_the_events_list_hears_of_events_its_filters_match(app, signed_in, flow_id):
+    staff = signed_in("viewer")
+    assert deliver_signed(app, event_for(flow_id, "flow.created")).status_code == 200
+    every, of_type = (watch_address(staff.get(path).text) for path in ("/events", "/events?type=flow.completed"))
+    assert staff.get(every).get_json() == {"new": 0, "message": None}, "the newest row shown is the newest there is"
+    assert deliver_signed(app, event_for(flow_id, "flow.status_changed")).status_code == 200
+    assert deliver_signed(app, event_for(flow_id, "flow.completed")).status_code == 200
+    assert staff.get(every).get_json() == {
+        "new": 2,
+        "message": "2 webhook events arrived after this page was loaded (flow.status_changed, flow.completed). "
+        "Reload the page to see them.",
+    }
+    assert staff.get(of_type).get_json()["new"] == 1, "only what the list's filters match"
+    by_flow = watch_address(staff.get("/events", query_string={"flow": str(uuid.uuid4())}).text)
+    assert staff.get(by_flow).get_json()["new"] == 0
+
+
+def test_an_older_page_of_events_asks_nothing(app, signed_in, flow_id):
+    staff = signed_in("viewer")
+    for _ in range(2):
+        assert deliver_signed(app, event_for(flow_id)).status_code == 200
+    first = staff.get("/events").text
+    newest = int(re.search(r"/events/(\d+)", first)[1])
+    older = staff.get(f"/events?before={newest}").text
+    assert "data-watch" not in older
+
+
+def test_a_filter_that_is_not_valid_is_refused_as_json(signed_in):
+    answer = signed_in("viewer").get("/events/heard", query_string={"after": "0", "unlinked": "maybe"})
+    assert answer.status_code == 400 and answer.get_json()["error"] == "bad_request"
