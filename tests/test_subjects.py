@@ -11,7 +11,7 @@ import pytest
 from support import add_user, deliver_signed, sign_in
 
 from portal.extensions import db
-from portal.flowindex.observations import CREATE, Observation
+from portal.flowindex.observations import CREATE, LIST, Observation
 from portal.flowindex.store import apply_observations
 from portal.models import (
     AccessEntry,
@@ -438,3 +438,17 @@ def test_a_flow_s_page_logs_the_access_under_the_person_of_the_country_it_was_cr
     with app.app_context():
         assert [entry.target for entry in find_subject(TWO_COUNTRIES, "fi").access_log] == [flow_id]
         assert find_subject(TWO_COUNTRIES, "se").access_log == []
+
+
+@pytest.mark.parametrize(("scopes", "indexed_as"), [("fi", "fi"), ("se", "se"), ("no se fi", "se")])
+def test_a_listed_number_valid_in_two_countries_is_read_as_the_lender_s_person(make_app, scopes, indexed_as):
+    """Left alone last stop: a flow the service listed (which says no country) with a number valid in Finland and
+    Sweden was indexed as the Swede's, the first reading of its shape, at a lender that creates only Finnish flows:
+    the Finn's access request (country Finland) missed it, and the list's country filter put it under Sweden."""
+    app = make_app(FLOW_SCOPES=" ".join(f"loan-application:create:{code}" for code in scopes.split()))
+    now = datetime.now(UTC)
+    with app.app_context():
+        listed = Observation("listed-elsewhere", LIST, now, now, national_id=TWO_COUNTRIES)
+        apply_observations([listed], app.extensions["portal.settings"].index_key)
+        assert db.session.query(FlowRecord).one().country == indexed_as
+        assert [flow.flow_id for flow in find_subject(TWO_COUNTRIES, indexed_as).flows] == ["listed-elsewhere"]

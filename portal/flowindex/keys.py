@@ -7,8 +7,10 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import date
 
+from flask import has_app_context
 from stdnum.exceptions import ValidationError
 
+from .. import current
 from ..masking import mask_national_id
 from ..nationalid import number_birth_date, valid_number
 
@@ -98,12 +100,18 @@ def national_id_readings(value: str | None) -> list[NationalId]:
 
 
 def _likely_first(value: str) -> tuple[str, ...]:
-    """Every country, the one the number's shape suggests first (a failed validation costs an exception)."""
+    """Every country, the lender's first (those it creates flows for), each group in the order the number's shape
+    suggests (a failed validation costs an exception). A number valid in two countries read without one is the
+    lender's person: a Finnish lender's 010111-9907 is the Finn of 1911, not the Swede of 2001 (about one Finnish id
+    of the 1900s in a hundred is also a valid Swedish number: measured, 1.0 % of 200,000 random ones)."""
     if value.isdigit() and len(value) == 11:
-        return ("no", "se", "fi")
-    if value[-1:].isalpha():
-        return ("fi", "se", "no")
-    return ("se", "fi", "no")
+        shaped = ("no", "se", "fi")
+    elif value[-1:].isalpha():
+        shaped = ("fi", "se", "no")
+    else:
+        shaped = ("se", "fi", "no")
+    lenders = current.settings().create_countries if has_app_context() else ()
+    return tuple(sorted(shaped, key=lambda country: country not in lenders))  # stable: the shape's order kept
 
 
 def _norwegian(value: str) -> NationalId:
