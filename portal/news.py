@@ -1,23 +1,27 @@
 """What a page left open asks in the background: the webhook events received after the row it showed up to.
 
 A page says that row in its `data-watch` address (`?after=<row>`); static/js/page-news.js asks it every so often and
-shows the answer's sentence with a button to reload. The answers read the portal's own store only.
+shows the answer's sentences with a button to reload (and goes on asking: the count grows as events come). The
+answers read the portal's own store only.
 """
 
 from flask import jsonify, request
 from flask_babel import gettext as _
 from flask_babel import ngettext
 
+from .labels import status_label
+from .paging import MAX_ROW_ID
 from .presentation import shown
+from .webhooks.store import Arrivals
 
-LONGEST_ROW_DIGITS = 18  # a row id a database's 64-bit integer holds
 NAMED_TYPES = 5  # the new events' types a sentence names at most
 
 
 def row_asked() -> int | None:
-    """The row the asking page showed up to, or None when `after` is no row."""
+    """The row the asking page showed up to, or None when `after` is no row (a larger number than a row id holds
+    failed the query on PostgreSQL: found by an attack)."""
     after = request.args.get("after", "")
-    if after.isascii() and after.isdigit() and len(after) <= LONGEST_ROW_DIGITS:
+    if after.isascii() and after.isdigit() and len(after) <= len(str(MAX_ROW_ID)) and int(after) <= MAX_ROW_ID:
         return int(after)
     return None
 
@@ -27,25 +31,35 @@ def not_a_row():
     return jsonify(error="bad_request", message=message), 400
 
 
-def answer(count: int, types: list[str | None], of_a_flow: bool):
-    """How many events came, and a sentence naming their first types (masked, as pages show them)."""
-    return jsonify(new=count, message=_said(count, types, of_a_flow) if count else None)
+def answer(arrived: Arrivals, of_a_flow: bool):
+    """How many events came, and sentences naming their first types (masked, as pages show them) and, of a flow's,
+    the consent status the newest of them says."""
+    return jsonify(new=arrived.count, message=_said(arrived, of_a_flow) if arrived.count else None)
 
 
-def _said(count: int, types: list[str | None], of_a_flow: bool) -> str:
-    named = ", ".join(shown(kind) if kind else _("no type") for kind in dict.fromkeys(types))  # once, as received
-    named += "…" if count > len(types) else ""
+def _said(arrived: Arrivals, of_a_flow: bool) -> str:
+    count = arrived.count
+    named = ", ".join(shown(kind) if kind else _("no type") for kind in dict.fromkeys(arrived.types))  # once each
+    named += "…" if count > len(arrived.types) else ""
     if of_a_flow:
-        return ngettext(
-            "A webhook event arrived for this flow after this page was loaded (%(types)s). Reload the page to see it.",
-            "%(num)s webhook events arrived for this flow after this page was loaded (%(types)s). Reload the page "
-            "to see them.",
+        said = ngettext(
+            "A webhook event arrived for this flow after this page was loaded (%(types)s).",
+            "%(num)s webhook events arrived for this flow after this page was loaded (%(types)s).",
             count,
             types=named,
         )
-    return ngettext(
-        "A webhook event arrived after this page was loaded (%(types)s). Reload the page to see it.",
-        "%(num)s webhook events arrived after this page was loaded (%(types)s). Reload the page to see them.",
-        count,
-        types=named,
-    )
+    else:
+        said = ngettext(
+            "A webhook event arrived after this page was loaded (%(types)s).",
+            "%(num)s webhook events arrived after this page was loaded (%(types)s).",
+            count,
+            types=named,
+        )
+    if arrived.newest_status:
+        said += " " + _("The newest says the consent status is %(status)s.", status=status_label(arrived.newest_status))
+    return said + " " + ngettext("Reload the page to see it.", "Reload the page to see them.", count)
+
+
+def signed_out():
+    """A page's question after its session ended (signed out elsewhere, idle, its time limit): said as such."""
+    return jsonify(error="signed_out", message=_("You were signed out. Sign in again to go on.")), 401

@@ -88,7 +88,7 @@ def init_app(app: Flask, https: bool) -> None:
     def secure_headers(response):
         for name, value in headers.items():
             response.headers.setdefault(name, value)
-        if response.mimetype == "text/html":
+        if response.mimetype in ("text/html", "application/json"):  # pages, and what they ask in the background
             response.headers.setdefault("Cache-Control", "no-store")
         return response
 

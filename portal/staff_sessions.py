@@ -12,12 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from authlib.integrations.flask_client import OAuth
-from flask import Flask, current_app, flash, g, jsonify, redirect, request, session, url_for
+from flask import Flask, current_app, flash, g, redirect, request, session, url_for
 from flask_babel import lazy_gettext as _l
 from flask_login import current_user, login_user
 from flask_wtf.csrf import generate_csrf
 
-from . import current
+from . import current, news
 from .accounts import StaffMember, account_by_id, staff_member
 from .database import DatabaseUnavailable, database_unavailable, is_unavailable, mark_unavailable
 from .extensions import db, login_manager
@@ -183,7 +183,7 @@ def _require_sign_in():
         if database_unavailable():
             raise DatabaseUnavailable  # the 503 page, not a sign-in form that cannot work either
         if _in_background():
-            return jsonify(error="signed_out", message=str(login_manager.login_message)), 401
+            return news.signed_out()
         ended = g.get("session_ended")
         if ended and request.method == "GET":
             flash(str(SESSION_ENDED[ended]), "info")

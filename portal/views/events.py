@@ -130,8 +130,7 @@ def heard():
         return news.not_a_row()
     if dropped:
         return jsonify(error="bad_request", message=_("A filter value was not valid and was left out.")), 400
-    count, types = matching_events_after(**_search(filters), row=row, most=news.NAMED_TYPES)
-    return news.answer(count, types, of_a_flow=False)
+    return news.answer(matching_events_after(**_search(filters), row=row, most=news.NAMED_TYPES), of_a_flow=False)
 
 
 def _watch_url(filters: dict, shown_up_to: int) -> str:

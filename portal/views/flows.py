@@ -583,8 +583,8 @@ def heard(flow_id: str):
     if row is None:
         return news.not_a_row()
     record = index_record(flow_id)
-    count, types = flow_events_after(flow_id, record.reference_id if record else None, row, news.NAMED_TYPES)
-    return news.answer(count, types, of_a_flow=True)
+    arrived = flow_events_after(flow_id, record.reference_id if record else None, row, news.NAMED_TYPES)
+    return news.answer(arrived, of_a_flow=True)
 
 
 @bp.post("/<flow:flow_id>/refresh")

@@ -361,13 +361,25 @@ def last_event_row(flow_id: str, reference_id: str | None) -> int:
     return db.session.scalar(select(func.max(WebhookEvent.id)).where(_events_of_flow(flow_id, reference_id))) or 0
 
 
-def flow_events_after(flow_id: str, reference_id: str | None, row: int, most: int) -> tuple[int, list[str | None]]:
-    """How many of the flow's events arrived after `row`, and the types of the first `most` of them in order."""
-    return _arrived_after(select(WebhookEvent).where(_events_of_flow(flow_id, reference_id)), row, most)
+@dataclass(frozen=True)
+class Arrivals:
+    """The events that arrived after a row: how many, the types of the first few, the newest status one said."""
+
+    count: int
+    types: list[str | None]
+    newest_status: str | None = None
 
 
-def _arrived_after(query: Select[Any], row: int, most: int) -> tuple[int, list[str | None]]:
-    newer = query.where(WebhookEvent.id > row)
+def flow_events_after(flow_id: str, reference_id: str | None, row: int, most: int) -> Arrivals:
+    """The flow's events that arrived after `row`, with the status the newest of them that says one says."""
+    newer = select(WebhookEvent).where(_events_of_flow(flow_id, reference_id), WebhookEvent.id > row)
+    count, types = _count_and_types(newer, most)
+    said = newer.with_only_columns(WebhookEvent.status).where(WebhookEvent.status.is_not(None))
+    newest_status = db.session.scalar(said.order_by(WebhookEvent.id.desc()).limit(1)) if count else None
+    return Arrivals(count, types, newest_status)
+
+
+def _count_and_types(newer: Select[Any], most: int) -> tuple[int, list[str | None]]:
     count = db.session.scalar(select(func.count()).select_from(newer.subquery())) or 0
     types = db.session.scalars(newer.with_only_columns(WebhookEvent.event_type).order_by(WebhookEvent.id).limit(most))
     return count, list(types)
@@ -495,11 +507,9 @@ def find_events(
     return newest_first(_matching(event_type, flow, unlinked), WebhookEvent, before, limit)
 
 
-def matching_events_after(
-    *, event_type: str | None, flow: str | None, unlinked: bool, row: int, most: int
-) -> tuple[int, list[str | None]]:
-    """How many events `find_events` would list arrived after `row`, and the first `most` types of them."""
-    return _arrived_after(_matching(event_type, flow, unlinked), row, most)
+def matching_events_after(*, event_type: str | None, flow: str | None, unlinked: bool, row: int, most: int) -> Arrivals:
+    """The events `find_events` would list that arrived after `row`."""
+    return Arrivals(*_count_and_types(_matching(event_type, flow, unlinked).where(WebhookEvent.id > row), most))
 
 
 def iter_matching_events(

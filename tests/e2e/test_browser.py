@@ -198,6 +198,7 @@ def test_an_open_flow_page_says_when_the_person_has_answered(page, stack, consol
     page.wait_for_url(re.compile(r"/flows/[0-9a-f-]{36}$"))
     flow_id = page.url.rsplit("/", 1)[1]
     news = page.get_by_test_id("page-news")
+    assert news.bounding_box()["height"] == 0, "no room taken while there is no news (found by an attack)"
     consent_link = page.get_by_role("link", name="Open the sandbox consent page (opens in a new tab)", exact=True)
     with page.context.expect_page() as opened:
         consent_link.click()
@@ -206,14 +207,42 @@ def test_an_open_flow_page_says_when_the_person_has_answered(page, stack, consol
     wait_until(lambda: stored_events(stack, flow_id) >= 3, "the consent's events to be stored")
     page.bring_to_front()
     page.clock.run_for(16_000)
-    expect(news).to_contain_text("arrived for this flow after this page was loaded")
-    expect(news).to_contain_text("flow.status_changed")
+    said = news.get_by_role("status")  # the sentence alone is read out, not the button's name (found by an attack)
+    expect(said).to_contain_text("arrived for this flow after this page was loaded")
+    expect(said).to_contain_text("flow.status_changed")
+    expect(said.get_by_role("button")).to_have_count(0)
+    expect(said).to_contain_text("The newest says the consent status is Accepted")
+    told = int(re.match(r"\d+", said.text_content())[0])
+    note = {"type": "flow.note", "timestamp": "2026-11-28T12:00:00Z", "data": {"flowId": flow_id}}
+    assert deliver_signed(stack.portal_app, note | {"id": f"note-{flow_id}"}).status_code == 200
+    page.clock.run_for(16_000)  # asked on after the first news (found in a new user's walk): the count grows
+    expect(said).to_contain_text(f"{told + 1} webhook events arrived")
     with page.expect_navigation():
         news.get_by_role("button", name="Reload the page").click()
-    expect(page.get_by_test_id("timeline").locator("li")).to_have_count(3)
+    expect(page.get_by_test_id("timeline").locator("li")).to_have_count(4)  # created, opened, accepted, the note
     expect(page.locator(".status-badge", has_text="Accepted").first).to_be_visible()
     expect(page.get_by_test_id("page-news")).to_be_empty()
     assert console_errors == []
+
+
+def test_an_open_page_says_when_its_session_ended_and_offers_to_sign_in_again(page, stack, console_errors):
+    """Signed out in another tab, a flow's page said only "Please sign in to continue." with a Reload button (a new
+    user's walk): it says what happened, and its button leads to sign-in and back."""
+    page.clock.install()
+    sign_in(page, stack, "viewer")
+    flow_url = f"{stack.url}/flows/{row_ids(page)[0]}"
+    page.goto(flow_url)
+    other = page.context.new_page()
+    other.goto(f"{stack.url}/flows")
+    other.get_by_role("button", name="Sign out").click()
+    other.close()
+    page.clock.run_for(16_000)
+    news = page.get_by_test_id("page-news")
+    expect(news.get_by_role("status")).to_have_text("You were signed out. Sign in again to go on.")
+    with page.expect_navigation():
+        news.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(re.compile(r"/login\?next="))
+    assert [error for error in console_errors if "401" not in error] == []  # the question's own 401 is logged
 
 
 def stored_events(stack, flow_id: str) -> int:
