@@ -361,6 +361,25 @@ def test_each_event_names_its_flow_on_a_phone_in_every_language(page, stack, sho
     assert seen == dict.fromkeys(LANGUAGES, in_view)
 
 
+def test_a_name_search_s_results_say_whose_each_flow_is_on_a_phone(page, stack, shot):
+    """At 375 px a search for Nordmann listed nine flows by reference, status and time: nothing told the people
+    apart (found by a new user). The last name and the masked national id are under each reference."""
+    sign_in(page, stack, "operator")
+    for national_id in ("16822548834", "11812448848"):
+        send_new_flow(page, stack, national_id, "Telefonsen")
+        page.wait_for_url(re.compile(r"/flows/[0-9a-f-]{36}$"))
+    page.set_viewport_size(PHONE)
+    page.goto(f"{stack.url}/flows?q=Telefonsen")
+    people = page.get_by_test_id("person-on-phone")
+    expect(people).to_have_count(2)
+    assert sorted(people.all_inner_texts()) == ["Telefonsen · 118124•••••", "Telefonsen · 168225•••••"]
+    for person in people.all():
+        assert person.bounding_box()["x"] + person.bounding_box()["width"] <= PHONE["width"]
+    shot("layout-name-search-phone")
+    page.set_viewport_size(DESKTOP)
+    expect(people.first).to_be_hidden()  # the columns say it from a small tablet up
+
+
 # For each row: the addresses of its links to a flow shown inside the screen, or why not (a shown cell outside it).
 FLOW_LINKS_IN_VIEW = """(rows) => [...document.querySelectorAll(rows)].map((row) => {
   const inView = (element) => element.checkVisibility() && element.getBoundingClientRect().right <= window.innerWidth;
