@@ -196,3 +196,23 @@ def test_uncompiled_catalogues_are_named_at_start(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="portal.i18n"):
         _warn_of_uncompiled_catalogues(tmp_path)
     assert [record.getMessage().split(":")[0] for record in caplog.records] == ["translations of nb are not compiled"]
+
+
+SERVICE_NAMES = {"nb": "Flow-tjeneste", "sv": "Flow-tjänst", "fi": "Flow-palvelu"}
+
+
+@pytest.mark.parametrize("language", sorted(SERVICE_NAMES))
+def test_each_language_names_the_service_one_way(language):
+    """A new user's walk: Norwegian and Swedish pages said "Flow Service" on Insights and the gaps page, and
+    "Flow-tjenesten" / "Flow-tjänsten" everywhere else."""
+    path = Path(i18n.__file__).parent / "translations" / language / "LC_MESSAGES" / "messages.po"
+    with path.open("rb") as handle:
+        catalog = read_po(handle)
+    english = [
+        message.id
+        for message in catalog
+        for text in (message.string if isinstance(message.string, tuple) else (message.string,))
+        if text and "Flow Service" in text
+    ]
+    assert english == []
+    assert any(SERVICE_NAMES[language] in str(message.string) for message in catalog)
