@@ -344,7 +344,9 @@ def test_the_flow_page_answers_first_and_folds_the_technical_fields(signed_in, s
     )
     assert order == sorted(order)
     assert re.search(r'<details class="technical[^"]*" data-testid="technical">', page), "folded by default"
-    assert ">Open the sandbox consent page</a>" in page, "consent is pending"
+    assert '>Open the sandbox consent page<span class="visually-hidden"> (opens in a new tab)</span></a>' in page, (
+        "consent is pending"
+    )
     assert "Assign, Cancel" in page and "offers no endpoint for them" in page
     assert not re.search(r"<(a|button)[^>]*>\s*(Assign|Cancel)\s*<", page), "the service's actions are not clickable"
 
