@@ -55,6 +55,15 @@ def test_public_pages(client, path):
     assert client.get(path).status_code == 200
 
 
+def test_the_page_for_the_person_who_answered_shows_no_staff_menu(signed_in):
+    """A new user's walk: staff trying the sandbox's consent in another tab came to a Thank you page with the staff
+    menu and their own name: it is the page of the person the flow is about."""
+    page = signed_in("admin").get("/consent-complete").text
+    assert "Your answer has been recorded" in page
+    for staff_only in ("Sign out", "Administration", 'href="/flows"', "admin-user"):
+        assert staff_only not in page, staff_only
+
+
 def test_sign_in_lands_where_the_user_was_going(client, make_user):
     username = make_user("viewer")
     answer = sign_in(client, username, next_url="/flows?archived=true")
