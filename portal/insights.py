@@ -114,15 +114,20 @@ def _custom(args, today: date, zone: str) -> tuple[DateRange, list[str]]:
     return DateRange("custom", first, last, zone), []
 
 
+def iso_day(value: str) -> date | None:
+    """The day `value` writes as YYYY-MM-DD (as a date field sends it), or None."""
+    try:
+        return date.fromisoformat(value.strip()) if ISO_DAY.fullmatch(value.strip()) else None
+    except ValueError:
+        return None
+
+
 def _read_day(value: str, label: str) -> tuple[date | None, str | None]:
     """A YYYY-MM-DD date, or a message naming the field and what to type."""
     value = value.strip()
     if not value:
         return None, _("A custom range needs a %(field)s date (YYYY-MM-DD).", field=label)
-    try:
-        day = date.fromisoformat(value) if ISO_DAY.fullmatch(value) else None
-    except ValueError:
-        day = None
+    day = iso_day(value)
     if day is None:
         return None, _("%(field)s: “%(value)s” is not a date; write it as YYYY-MM-DD.", field=label, value=value[:40])
     if not EARLIEST <= day <= LATEST:

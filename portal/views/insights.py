@@ -13,7 +13,7 @@ from flask_babel import gettext as _
 from .. import current
 from ..flowindex.observations import CONSENT_STATUSES
 from ..insight_rollups import PRECISION
-from ..insights import EXACT_PERCENTILE_DAYS, RANGES, insight, local_today, parse_range
+from ..insights import EXACT_PERCENTILE_DAYS, RANGES, insight, iso_day, local_today, parse_range
 from ..labels import status_label
 from ..presentation import local_date
 from ..roles import role_required
@@ -28,6 +28,13 @@ UNITS: tuple[tuple[Literal["day", "hour", "minute", "second"], int], ...] = (
 )
 
 
+def _a_day_or_nothing(value: str) -> str:
+    """A day as a date field holds it (YYYY-MM-DD), or nothing: a browser shows no other value, and says so in its
+    console (a new user's walk: 2026-13-01 put back into the field)."""
+    day = iso_day(value)
+    return day.isoformat() if day else ""
+
+
 @bp.get("")
 @role_required("viewer")
 def index():
@@ -38,7 +45,7 @@ def index():
     figures = insight(span)
     typed = {"from": span.first.isoformat(), "to": span.last.isoformat()}
     if span.kind != "custom" and request.args.get("range", "").strip() == "custom":  # shown instead: kept to correct
-        typed = {name: request.args.get(name, "").strip()[:40] for name in typed}
+        typed = {name: _a_day_or_nothing(request.args.get(name, "")) for name in typed}
     return render_template(
         "insights/index.html",
         insight=figures,
