@@ -816,3 +816,13 @@ def test_the_lifecycle_filter_s_options_start_with_a_capital_in_every_language(s
         page = staff.get("/flows?archived=all").text
         lifecycle = re.search(r'<select[^>]*name="lifecycle".*?</select>', page, re.DOTALL)[0]
         assert f'<option value="active">{expected}</option>' in lifecycle, language
+
+
+def test_part_of_a_national_id_says_search_takes_the_whole_id(empty_index):
+    """A new user's walk: 19121212 (a date of birth) found nothing, and nothing said why."""
+    for typed in ("19121212", "121212"):
+        page = empty_index.get("/flows", query_string={"q": typed}, follow_redirects=True).text
+        assert 'data-testid="part-of-an-id"' in page, typed
+        assert "type a last name and the date in Born" in page
+    for typed in ("10038", "Nordmann", "LA-121212"):
+        assert "part-of-an-id" not in empty_index.get("/flows", query_string={"q": typed}).text, typed
