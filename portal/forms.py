@@ -213,9 +213,9 @@ class CreateFlowForm(FlaskForm):
         self.country.choices = [SelectChoice(code, COUNTRY_NAMES[code]) for code in countries]
         self.country.description = " · ".join(f"{COUNTRY_NAMES[code]}: {NUMBERS[code][2]}" for code in countries)
         self.production = current.settings().environment == "production"
-        # The test environment offers the official synthetic identities to pick from.
+        # The test environment offers the official synthetic identities to pick from, by country.
         self.synthetic_examples = (
-            [] if self.production else [(code, number) for code in countries for number in example_synthetic_ids(code)]
+            [] if self.production else [(code, COUNTRY_NAMES[code], example_synthetic_ids(code)) for code in countries]
         )
         self.birth_date: date | None = None  # read from a valid number, shown for a visual check
         self.open_flows: list = []  # the person's flows not done, when the form stops to ask about another one

@@ -1,5 +1,6 @@
 """The create form's test-id guardrail and the country it reads off the number, in both environments."""
 
+import re
 from datetime import date
 
 import pytest
@@ -122,9 +123,12 @@ def test_a_mismatch_reads_correctly_in_every_language(signed_in, sandbox, chosen
 def test_the_test_environment_offers_the_synthetic_identities(signed_in):
     page = signed_in("operator").get("/flows/new").text
     assert 'data-testid="synthetic-ids"' in page
-    for country in ("no", "se", "fi"):
+    for country, name in (("no", "Norway"), ("se", "Sweden"), ("fi", "Finland")):
+        listed = re.search(rf"<li[^>]*><span[^>]*>{name}:</span>(.*?)</li>", page, re.DOTALL)  # by country (a walk)
+        assert listed, name
         for number in example_synthetic_ids(country):
-            assert f'data-synthetic-id="{number}" data-country="{country}"' in page
+            assert f'data-synthetic-id="{number}" data-country="{country}"' in listed[1]
+            assert f'{number}<span class="visually-hidden"> ({name})</span>' in listed[1]
     assert "js/create-flow.js" in page and "e.g. 16822548834" in page  # the format, with a synthetic example
 
 
