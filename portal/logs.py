@@ -15,7 +15,7 @@ from typing import Any
 from flask import Flask, g, request
 from flask.logging import default_handler
 
-from . import metrics, requestid
+from . import metrics, news, requestid
 from .masking import mask_text
 
 # What every LogRecord has; any other attribute came as `extra=` and is written as a field of its own.
@@ -146,8 +146,9 @@ def _finish_request(response):
     if started is None:  # the request failed before the first hook
         return response
     response.headers[requestid.HEADER] = g.request_id
+    asked_by_a_page = request.endpoint in news.BACKGROUND_ENDPOINTS and response.status_code < 400
     log_request(
-        logging.INFO,
+        logging.DEBUG if asked_by_a_page else logging.INFO,
         method=request.method,
         path=request.path,
         endpoint=request.endpoint,

@@ -15,6 +15,10 @@ from .presentation import shown
 from .webhooks.store import Arrivals
 
 NAMED_TYPES = 5  # the new events' types a sentence names at most
+# Asked by a page, not a person: they neither keep a session from its idle timeout nor end it (the page a person
+# opens next says why it ended), signed out they answer 401 in JSON, not a sign-in page, and answered they are
+# logged at DEBUG (every open page asks every 15 s).
+BACKGROUND_ENDPOINTS = {"flows.heard", "events.heard"}
 
 
 def row_asked() -> int | None:

@@ -39,10 +39,6 @@ PUBLIC_ENDPOINTS = {
     "webhooks.receive",
 }
 
-# Endpoints a page asks in the background, not a person: they neither keep a session from its idle timeout nor end
-# it (the page a person opens next says why it ended), and a signed-out one answers 401 in JSON, not a sign-in page.
-BACKGROUND_ENDPOINTS = {"flows.heard", "events.heard"}
-
 
 SESSION_KEYS = ("_user_id", "_fresh", "_id", "sv", "since", "seen", "csrf_token")
 # The sign-in page's own address carries the way back; gunicorn refuses a request line over 4,094 bytes (414).
@@ -194,7 +190,7 @@ def _require_sign_in():
 
 
 def _in_background() -> bool:
-    return request.endpoint in BACKGROUND_ENDPOINTS
+    return request.endpoint in news.BACKGROUND_ENDPOINTS
 
 
 def _to_sign_in():

@@ -244,6 +244,21 @@ def test_the_access_line_names_the_request(signed_in, caplog):
     assert line.request_id == "access-line-1" and NATIONAL_ID not in caplog.text
 
 
+def test_a_page_s_questions_in_the_background_are_logged_at_debug(signed_in, client, caplog):
+    """Every open flow page asks for news every 15 s: INFO lines for each would bury the people's requests."""
+    staff = signed_in("viewer")
+    caplog.set_level("INFO", logger="portal")
+    assert staff.get("/events/heard?after=0").status_code == 200
+    assert client.get("/events/heard?after=0").status_code == 401  # signed out: worth a line
+    lines = [(record.path, record.status) for record in caplog.records if record.name == "portal.access"]
+    assert [line for line in lines if line[0] == "/events/heard"] == [("/events/heard", 401)]
+    caplog.set_level("DEBUG", logger="portal")
+    staff.get("/events/heard?after=0")
+    assert ("/events/heard", 200) in [
+        (record.path, record.status) for record in caplog.records if record.name == "portal.access"
+    ]
+
+
 # -- /readyz --------------------------------------------------------------------------------------
 
 
