@@ -8,7 +8,7 @@ beside it) goes into links sealed, as flow ids do (`flowlinks`).
 
 from dataclasses import dataclass, replace
 
-from flask import url_for
+from flask import flash, get_flashed_messages, url_for
 from flask_babel import gettext as _
 from werkzeug.datastructures import MultiDict
 
@@ -38,6 +38,7 @@ INDEX_PARAMETERS = {
 DEFAULTS = {"archived": "", "sort": "created", "order": "newest", "limit": "10"}
 POSITIONS = ("after", "before")
 FILTERS = ("status", "lifecycle", "country", "incidents", "from", "to", "sort", "order", "limit")
+LEFT_OUT = "left-out:"  # a flash category: a value left out of a search, said under its filter (`tie_left_out`)
 MAX_AUDIT_TARGET = 255
 
 
@@ -107,7 +108,35 @@ class SearchQuery:
         return " ".join(f"{name}={value}" for name, value in sorted(shown.items()))[:MAX_AUDIT_TARGET] or "all"
 
 
-def read_search(args) -> tuple[SearchQuery, list[str]]:
+@dataclass(frozen=True)
+class Problem:
+    """A value of a search that could not be used: what to say, and the filter it is about (None: the search's)."""
+
+    message: str
+    field: str | None = None
+
+    def flash(self) -> None:
+        """Said on the page the search goes on to: under its filter there (`tie_left_out`), else at the top."""
+        flash(self.message, f"{LEFT_OUT}{self.field}" if self.field else "warning")
+
+
+def tie_left_out(form: FlowSearchForm) -> set[str]:
+    """The messages of values left out of the search (flashed on the way here) as the errors of their filters, so
+    that each is said under its field, tied to it for a screen reader (an accessibility review); the filters tied."""
+    left_out: dict[str, list[str]] = {}
+    flashed: list[tuple[str, str]] = get_flashed_messages(with_categories=True)  # type: ignore[assignment]
+    for category, message in flashed:
+        if category.startswith(LEFT_OUT):
+            left_out.setdefault(category.removeprefix(LEFT_OUT), []).append(message)
+    tied = set()
+    for field in form:
+        if field.name in left_out and field.name in FILTERS:
+            field.errors = [*field.errors, *left_out[field.name]]
+            tied.add(field.name)
+    return tied
+
+
+def read_search(args) -> tuple[SearchQuery, list[Problem]]:
     """The search in `args`, with every unusable value dropped and a message saying so."""
     values, problems = _opened({name: value.strip() for name, value in args.items()})
     form = FlowSearchForm(formdata=MultiDict(values))
@@ -115,13 +144,12 @@ def read_search(args) -> tuple[SearchQuery, list[str]]:
     for field in form:
         for error in field.errors:
             problem = as_sentence(error)  # some catalogues end WTForms' words without a full stop
-            problems.append(
-                _("%(field)s: %(problem)s That value was left out.", field=field.label.text, problem=problem)
-            )
+            message = _("%(field)s: %(problem)s That value was left out.", field=field.label.text, problem=problem)
+            problems.append(Problem(message, field.name if field.name in FILTERS else None))
     raw = {field.name: field.raw_data[0].strip() for field in form if field.raw_data and not field.errors}
     after, before = Position.parse(raw.get("after")), Position.parse(raw.get("before"))
     if (raw.get("after") and not after) or (raw.get("before") and not before) or (after and before):
-        problems.append(_("That page position is not valid; showing the first page."))
+        problems.append(Problem(_("That page position is not valid; showing the first page.")))
         after = before = None
     raw = {name: value for name, value in raw.items() if name not in POSITIONS}
     if raw.get("q") and raw.get("person"):  # typed into the box of a person's results: a new search, the text's
@@ -158,13 +186,13 @@ def _one_id_among_words(text: str) -> NationalId | None:
     return together or (found[0] if len(found) == 1 else None)
 
 
-def _opened(values: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+def _opened(values: dict[str, str]) -> tuple[dict[str, str], list[Problem]]:
     """The values with a sealed search text opened; a seal this portal did not make is left out, with a word."""
     if not values.get("q", "").startswith(SEALED):
         return values, []
     text = from_url_form(values["q"])
-    if text is None:
-        return values | {"q": ""}, [_("A filter value was not valid and was left out.")]  # as the events list says
+    if text is None:  # as the events list says
+        return values | {"q": ""}, [Problem(_("A filter value was not valid and was left out."))]
     return values | {"q": text}, []
 
 

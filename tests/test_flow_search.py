@@ -42,6 +42,12 @@ def flashes(page) -> list[str]:
     return [unescape(text) for text in re.findall(r'class="alert alert-warning" role="alert">([^<]+)<', page.text)]
 
 
+def field_errors(page) -> dict[str, str]:
+    """Each filter's error as the page says it under the filter."""
+    found = re.findall(r'<span class="d-block" data-field-error="([^"]+)">([^<]+)<', page.text)
+    return {name: unescape(text) for name, text in found}
+
+
 @dataclass
 class World:
     """A sandbox with flows in every state, a portal whose index has seen them all, a signed-in viewer."""
@@ -596,7 +602,34 @@ def test_unusable_values_are_named_and_dropped(empty_index, query, location, mes
     answer = empty_index.get(f"/flows?{query}")
     assert answer.status_code == 302 and answer.headers["Location"] == location
     shown = empty_index.get(location)
-    assert shown.status_code == 200 and any(message in text for text in flashes(shown)), flashes(shown)
+    said = [*flashes(shown), *field_errors(shown).values()]  # under its filter on a search's page, else at the top
+    assert shown.status_code == 200 and any(message in text for text in said), said
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "message"),
+    [
+        ("from=2026-02-01&to=2026-01-01", "to", "Created until: The end of the date range is before its start."),
+        ("status=Bogus&country=no", "status", "Consent status: Not a valid choice."),
+        ("limit=7&archived=all", "limit", "Per page: Not a valid choice."),
+        ("from=yesterday&archived=all", "from", "Created from: Not a valid date value."),
+    ],
+)
+def test_a_filter_s_value_left_out_is_said_under_the_filter(empty_index, query, field, message):
+    """An accessibility review: a filter's unusable value was said in a banner over the page only, tied to nothing;
+    the filters stayed folded. Now under the filter, which is marked invalid (the first one gets the focus), with
+    the filters unfolded; not said twice."""
+    shown = empty_index.get(f"/flows?{query}", follow_redirects=True)
+    assert field_errors(shown) == {field: f"{message} That value was left out."}
+    assert flashes(shown) == []
+    control = re.search(rf'<(?:select|input)[^>]*name="{field}"[^>]*>', shown.text)[0]
+    assert 'aria-invalid="true"' in control and f'aria-describedby="{field}-error' in control
+    assert re.search(r"<details[^>]* open>\s*<summary>Filters and order", shown.text)
+
+
+def test_a_value_left_out_of_a_search_that_ends_on_the_live_list_is_said_at_the_top(empty_index):
+    shown = empty_index.get("/flows?status=Bogus", follow_redirects=True)  # the live list: no filters to tie it to
+    assert any("Consent status: Not a valid choice" in text for text in flashes(shown))
 
 
 @pytest.mark.parametrize(

@@ -69,7 +69,7 @@ from ..flowindex.status import (
 )
 from ..flowindex.store import apply_observations, index_record
 from ..flowlinks import SEALED, hidden_in_urls, left_untidy, sealed_anew, url_form
-from ..flowsearch import DEFAULTS, SearchQuery, read_search, typed_whole, wants_index
+from ..flowsearch import DEFAULTS, Problem, SearchQuery, read_search, tie_left_out, typed_whole, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, KeptCreateInput, LoginForm, RevealForm
 from ..i18n import as_sentence, grouped, request_words
 from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query, past_the_cursor, within_the_page_size
@@ -255,6 +255,7 @@ def _search():
     return render_template(
         "flows/search.html",
         query=query,
+        tied_fields=tie_left_out(query.form),
         page=page,
         row_statuses={row.flow_id: status_of_record(row) for row in page.rows},
         counts=counts,
@@ -313,7 +314,7 @@ def _refused_person_search(person: str):
     return redirect(url_for("flows.index", archived="all"))
 
 
-def _by_national_id(query: SearchQuery, problems: list[str], export: bool = False):
+def _by_national_id(query: SearchQuery, problems: list[Problem], export: bool = False):
     """A search by a national id typed into the address: counted, then on to the id's keyed hash (the same for the
     same id, so it is itself an answer to a guess). From another site, neither counted nor answered: first out of
     the address, sealed with a random nonce (no seal to match a guess against), then "Continue?" there."""
@@ -325,16 +326,16 @@ def _by_national_id(query: SearchQuery, problems: list[str], export: bool = Fals
             return redirect(url_for(request.endpoint or "flows.index", **sealed))
         return asking_to_continue()
     for problem in problems:
-        flash(problem, "warning")
+        problem.flash()
     key = national_id.keyed_hash(settings().index_key)
     searched = query.with_person(key).export_url() if export else query.url(q=None, person=key)
     return _refused_person_search(key) or redirect(searched)
 
 
-def _without_unusable_values(query: SearchQuery, problems: list[str]):
+def _without_unusable_values(query: SearchQuery, problems: list[Problem]):
     """Say which values could not be used, and show the search without them."""
     for problem in problems:
-        flash(problem, "warning")
+        problem.flash()
     return redirect(query.url())
 
 
