@@ -519,3 +519,19 @@ def test_every_log_line_of_a_gunicorn_session_is_json_without_secrets(gunicorn_p
     ]
     assert metrics.value("portal_webhook_deliveries_total", outcome="stored", reason=NO_REASON) >= 1
     assert all("?" not in entry.get("path", "") for entry in entries)
+
+
+@pytest.mark.parametrize(("level", "shown"), [("INFO", True), ("WARNING", False)])
+def test_migrations_say_what_they_run_at_the_portal_s_log_level(tmp_path, sandbox, caplog, level, shown):
+    """An operator's walk: with PORTAL_LOG_LEVEL=WARNING, `flask db upgrade` still wrote every "Running upgrade"."""
+    from flask_migrate import upgrade
+
+    from portal import create_app
+
+    app = create_app(portal_config(sandbox.url, f"sqlite:///{tmp_path / 'fresh.db'}", PORTAL_LOG_LEVEL=level))
+    caplog.set_level("DEBUG")
+    with app.app_context():
+        upgrade()
+    running = [record for record in caplog.records if record.getMessage().startswith("Running upgrade")]
+    assert bool(running) is shown
+    app.extensions["flow_index"].close()

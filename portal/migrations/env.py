@@ -11,8 +11,9 @@ config = context.config
 
 if logging.getLogger().handlers:
     # The portal set up logging already (JSON lines on stderr; pytest's capture in tests): the file config would
-    # replace root's handlers for the rest of the process. Alembic's own lines still show, through them.
-    logging.getLogger("alembic").setLevel(logging.INFO)
+    # replace root's handlers for the rest of the process. Alembic's own lines still show, through them, at the
+    # portal's level (PORTAL_LOG_LEVEL=WARNING showed every "Running upgrade" line: an operator's walk).
+    logging.getLogger("alembic").setLevel(max(logging.INFO, current_app.logger.getEffectiveLevel()))
 else:
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 logger = logging.getLogger('alembic.env')
