@@ -12,8 +12,8 @@ from flask import flash, get_flashed_messages, url_for
 from flask_babel import gettext as _
 from werkzeug.datastructures import MultiDict
 
-from .flowindex.keys import NationalId, read_national_id
-from .flowindex.search import FlowSearch, Position
+from .flowindex.keys import NationalId
+from .flowindex.search import FlowSearch, Position, person_searched
 from .flowlinks import NATIONAL_ID_SHAPE, SEALED, from_url_form, sealed_anew, sent_whole, url_form
 from .forms import FlowSearchForm
 from .i18n import as_sentence
@@ -156,7 +156,7 @@ def read_search(args) -> tuple[SearchQuery, list[Problem]]:
         del raw["person"]
     raw |= {name: position.token for name, position in (("after", after), ("before", before)) if position}
     text = raw.get("q") or None
-    national_id = (read_national_id(text) or _one_id_among_words(text)) if text else None
+    national_id = (person_searched(text) or _one_id_among_words(text)) if text else None
     mistyped_id = bool(text and national_id is None and NATIONAL_ID_SHAPE.fullmatch(text))
     if form.q.data and not mistyped_id:  # the box shows it as the address holds it (sealed when it holds an id),
         form.q.data = url_form(form.q.data)  # as the events box; a mistyped id as typed, for its digit to be fixed
@@ -181,8 +181,8 @@ def _one_id_among_words(text: str) -> NationalId | None:
     numbers = [word for word in words if any(character.isdigit() for character in word)]
     if len(numbers) == len(words):
         return None  # all of it is numbers: the whole text was read as an id already
-    together = read_national_id(" ".join(numbers))  # "Bjørnstad 151086 95088": written with a space
-    found = [national_id for national_id in map(read_national_id, numbers) if national_id]
+    together = person_searched(" ".join(numbers))  # "Bjørnstad 151086 95088": written with a space
+    found = [national_id for national_id in map(person_searched, numbers) if national_id]
     return together or (found[0] if len(found) == 1 else None)
 
 

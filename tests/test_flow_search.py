@@ -859,3 +859,52 @@ def test_part_of_a_national_id_says_search_takes_the_whole_id(empty_index):
         assert "type a last name and the date in Born" in page
     for typed in ("10038", "Nordmann", "LA-121212"):
         assert "part-of-an-id" not in empty_index.get("/flows", query_string={"q": typed}).text, typed
+
+
+TWO_COUNTRIES = "010111-9907"  # a Finnish henkilötunnus of 1911-01-01 and a Swedish personnummer of 2001-01-11
+
+
+@pytest.mark.parametrize(
+    ("scopes", "indexed_as"),
+    [
+        ("no se fi", "fi"),  # created through the portal for Finland at a lender of both countries
+        ("fi", "se"),  # indexed before the lender's countries came first (7fb43f2), or before a scope changed
+        ("se", "fi"),
+    ],
+)
+def test_a_number_valid_in_two_countries_finds_the_person_the_index_holds(make_app, scopes, indexed_as):
+    """Found by a re-check: a search by 010111-9907 read it as one country's person only (the shape's, or since
+    7fb43f2 the lender's first), so a Finn's flow created at a lender of Sweden and Finland, or a row indexed under
+    the other country before, was not found by its own number ("No flows in the index match")."""
+    app = make_app(
+        WTF_CSRF_ENABLED=False, FLOW_SCOPES=" ".join(f"loan-application:create:{code}" for code in scopes.split())
+    )
+    key = app.extensions["portal.settings"].index_key
+    now = datetime.now(timezone.utc)
+    with app.app_context():
+        created = Observation("flow-of-the-person", LIST, now, now, national_id=TWO_COUNTRIES, country=indexed_as)
+        apply_observations([created], key)
+        assert db.session.query(FlowRecord).one().country == indexed_as
+    person = read_national_id(TWO_COUNTRIES, indexed_as).keyed_hash(key)
+    staff = app.test_client()
+    assert sign_in(staff, add_user(app)).status_code == 302
+    answer = staff.get("/flows", query_string={"q": TWO_COUNTRIES, "archived": "all"})
+    assert answer.status_code == 302 and f"person={person}" in answer.headers["Location"]
+    assert "flow-of-the-person" in staff.get(answer.headers["Location"]).text
+
+
+def test_a_number_valid_in_two_countries_held_for_both_is_the_lender_s_person(make_app):
+    """Both people indexed: the reading the lender's countries and the number's shape put first, as before."""
+    app = make_app(WTF_CSRF_ENABLED=False, FLOW_SCOPES="loan-application:create:fi")
+    key = app.extensions["portal.settings"].index_key
+    now = datetime.now(timezone.utc)
+    with app.app_context():
+        seen = [
+            Observation(f"flow-in-{country}", LIST, now, now, national_id=TWO_COUNTRIES, country=country)
+            for country in ("se", "fi")
+        ]
+        apply_observations(seen, key)
+    staff = app.test_client()
+    assert sign_in(staff, add_user(app)).status_code == 302
+    answer = staff.get("/flows", query_string={"q": TWO_COUNTRIES, "archived": "all"})
+    assert answer.headers["Location"].endswith(f"person={read_national_id(TWO_COUNTRIES, 'fi').keyed_hash(key)}")

@@ -19,7 +19,7 @@ from .. import current
 from ..extensions import db
 from ..models import FlowRecord
 from ..paging import MAX_ROW_ID
-from .keys import name_key
+from .keys import NationalId, name_key, national_id_readings
 from .observations import CONSENT_STATUSES
 
 # "changed": the flow's last change as staff go by it (the service's updatedAt, else its opening, creation or first
@@ -84,6 +84,19 @@ class ResultPage:
     rows: list[FlowRecord]
     next_after: Position | None  # where the next page starts, None on the last one
     previous_before: Position | None  # where the previous page ends, None on the first one
+
+
+def person_searched(text: str) -> NationalId | None:
+    """The person a national id typed whole stands for: of a number valid in two countries (010111-9907, a Finn of
+    1911 and a Swede of 2001) the first reading the index holds flows of, else the first (the lender's countries
+    first, then the number's shape): whichever country a flow was created or indexed for, its number finds it."""
+    readings = national_id_readings(text)
+    if len(readings) < 2:
+        return readings[0] if readings else None
+    key = current.settings().index_key
+    hashes = [number.keyed_hash(key) for number in readings]
+    held = set(db.session.scalars(select(FlowRecord.national_id_hash).where(FlowRecord.national_id_hash.in_(hashes))))
+    return next((number for number, hashed in zip(readings, hashes, strict=True) if hashed in held), readings[0])
 
 
 def flow_named(text: str) -> str | None:
