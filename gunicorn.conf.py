@@ -190,8 +190,8 @@ def _logconfig() -> dict:
 class _JsonAccessLog(_AccessLogWithoutSecrets):
     """The atoms above, plus the request id the portal answered with (its own, or a well-formed one it was sent).
 
-    A request the portal marks quiet (a stored webhook delivery: the event row is its record) is logged only
-    when the access log is at DEBUG.
+    A request the portal marks quiet (a stored webhook delivery: the event row is its record; a page's answered
+    question in the background) is logged only when the access log is at DEBUG.
     """
 
     def access(self, resp, req, environ, request_time):
@@ -207,7 +207,7 @@ class _JsonAccessLog(_AccessLogWithoutSecrets):
 
 _metrics_folder()
 logconfig_dict = _logconfig()  # JSON lines (portal.logs): error log on stderr, access log on stdout
-from portal.webhooks.intake import QUIET_ACCESS as _QUIET  # noqa: E402 - after _metrics_folder(), like _logconfig
+from portal.logs import QUIET_ACCESS as _QUIET  # noqa: E402 - after _metrics_folder(), like _logconfig
 
 logger_class = _JsonAccessLog
 

@@ -23,6 +23,9 @@ _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 _WERKZEUG_REQUEST_LINE = '] "%s" %s %s'  # how werkzeug's own per-request line ends; it holds the query string
 
 access_log = logging.getLogger("portal.access")
+# Read by gunicorn.conf.py: the server's access line of a request marked so (a stored webhook delivery, a page's
+# answered question in the background) is written at DEBUG only, as the portal's own.
+QUIET_ACCESS = "portal.quiet_access"
 
 
 class JsonFormatter(logging.Formatter):
@@ -147,6 +150,8 @@ def _finish_request(response):
         return response
     response.headers[requestid.HEADER] = g.request_id
     asked_by_a_page = request.endpoint in news.BACKGROUND_ENDPOINTS and response.status_code < 400
+    if asked_by_a_page:  # gunicorn's own access line too: every open page asks every 15 s
+        request.environ[QUIET_ACCESS] = True
     log_request(
         logging.DEBUG if asked_by_a_page else logging.INFO,
         method=request.method,

@@ -472,6 +472,21 @@ def wait_for_delivery(sandbox, url: str) -> dict:
     raise AssertionError(f"no delivery to {url}: {sandbox.deliveries()}")
 
 
+def test_a_page_s_answered_questions_write_no_access_line_of_gunicorn_s_either(gunicorn_portal, make_user):
+    """Found by a re-check: the portal's access line of an answered question went to DEBUG (599f186), but gunicorn's
+    own access line (gunicorn.conf.py) still said every question of every open page at INFO, every 15 s: the log
+    the change was to keep readable was as full as before. A refused one (401) is still worth a line."""
+    url, browser = gunicorn_portal.url, requests.Session()
+    assert submit(browser, url + "/login", username=make_user("viewer"), password=PASSWORD).status_code == 302
+    for _ in range(3):
+        assert browser.get(url + "/events/heard?after=0", timeout=30).status_code == 200
+    assert requests.get(url + "/events/heard?after=0", timeout=30).status_code == 401
+    gunicorn_portal.stop()
+    entries = [json.loads(line) for line in gunicorn_portal.output().splitlines()]
+    heard = [(entry["logger"], entry["status"]) for entry in entries if entry.get("path") == "/events/heard"]
+    assert sorted(heard) == [("gunicorn.access", 401), ("portal.access", 401)]
+
+
 def test_every_log_line_of_a_gunicorn_session_is_json_without_secrets(gunicorn_portal, sandbox, hostile, make_user):
     url, browser = gunicorn_portal.url, requests.Session()
     signed = submit(browser, url + "/login", username=make_user("operator"), password=PASSWORD)

@@ -22,7 +22,7 @@ from werkzeug.http import parse_options_header
 from .. import requestid
 from ..database import is_unavailable, report_unavailable
 from ..errors import DATABASE_RETRY_AFTER
-from ..logs import log_request
+from ..logs import QUIET_ACCESS, log_request
 from ..settings import Settings
 from .receiver import Examined, answer_body, examine, store_delivery
 from .schemes import HeaderSource
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ENDPOINT = "webhooks.receive"  # counted and logged as the Flask view's deliveries are
-# Read by gunicorn.conf.py: the server's access line for a stored delivery is written at DEBUG only.
-QUIET_ACCESS = "portal.quiet_access"
 
 
 class WebhookIntake:
