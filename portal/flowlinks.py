@@ -133,13 +133,21 @@ def left_untidy(args, defaults: dict[str, str] | None = None) -> bool:
     return any(not value.strip() or value == defaults.get(name) for name, value in args.items(multi=True))
 
 
-def sealed_address(path: str) -> str:
+def sealed_address(path: str, shapes: bool = False) -> str:
     """A local address with each path segment and query value that reads as a national id sealed: where a page's
-    sealed `next` leads back to, so that the way back does not hold the id either (the pages open what they seal)."""
+    sealed `next` leads back to, so that the way back does not hold the id either (the pages open what they seal).
+    With `shapes`, a query value with an id's shape that is no valid id (a mistyped one, a numeric reference) is
+    sealed too: for an address taken out of the address bar, whose free-text filters open seals (`asked_here`)."""
     parts = urlsplit(path)
     segments = [quote(url_form(unquote(segment)), safe="~") for segment in parts.path.split("/")]
-    query = [(name, url_form(value)) for name, value in parse_qsl(parts.query, keep_blank_values=True)]
+    query = [(name, _sealed_value(value, shapes)) for name, value in parse_qsl(parts.query, keep_blank_values=True)]
     return urlunsplit(("", "", "/".join(segments), urlencode(query), ""))
+
+
+def _sealed_value(value: str, shapes: bool) -> str:
+    if shapes and not hidden_in_urls(value) and NATIONAL_ID_SHAPE.fullmatch(value.strip()):
+        return sealed_anew(value)
+    return url_form(value)
 
 
 def holds_an_id_shape(path: str) -> bool:

@@ -74,7 +74,8 @@ def asked_here(view: Callable) -> Callable:
             return view(*args, **kwargs)
         here = request.full_path.rstrip("?")
         if return_address(here) != here:  # a national id in the address: out of it (history, Referer) first
-            sealed = sealed_address(here)  # its values sealed; one in a parameter's name stays: the path alone then
+            # its values sealed, a mistyped id's too (the filters kept); one in a parameter's name stays: the path alone
+            sealed = sealed_address(here, shapes=True)
             return redirect(sealed if return_address(sealed) == sealed else request.path)
         return asking_to_continue()
 

@@ -15,6 +15,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import requests
@@ -35,6 +36,7 @@ from support import (
 from portal import create_app
 from portal.extensions import db
 from portal.flowindex.keys import read_national_id
+from portal.flowlinks import from_url_form
 from portal.models import AuditEntry, RejectedDelivery, RejectionTally, User, WebhookEvent
 from portal.production import SHIPPED_SECRETS
 from portal.settings import SettingsError, load_settings
@@ -1052,6 +1054,32 @@ def test_an_export_link_from_another_site_with_an_id_in_it_takes_the_id_out_of_t
     asked = client.get(out.headers["Location"], headers=cross)
     assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text
     assert "95088" not in asked.text
+
+
+@pytest.mark.parametrize(
+    ("role", "path", "kept"),
+    [
+        ("viewer", "/events/export.csv?flow=2026112800123&type=flow.created", "2026112800123"),  # a numeric reference
+        ("viewer", "/flows/export.csv?q=1310521234&status=Opened", "1310521234"),  # a mistyped national id
+        ("admin", "/admin/audit/export.csv?target=1310521234", "1310521234"),
+    ],
+)
+def test_an_export_link_from_another_site_with_an_id_s_shape_keeps_its_filters(make_app, role, path, kept):
+    """Found by a re-check of e2c6e58: a value with a national id's shape that is no valid id (a numeric reference,
+    a mistyped id) made the address "hold an id", but sealing left it as it was, so the link went on to the bare
+    export path: Continue? then offered every event or flow, not the filtered export the link asked for."""
+    app = make_app(WTF_CSRF_ENABLED=False)
+    client = signed_in_as(app, role=role)
+    cross = {"Sec-Fetch-Site": "cross-site"}
+    out = client.get(path, headers=cross)
+    assert out.status_code == 302 and kept not in out.headers["Location"] and "=~" in out.headers["Location"]
+    asked = client.get(out.headers["Location"], headers=cross)
+    assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text and kept not in asked.text
+    go_on = html.unescape(re.search(r'<a class="btn btn-primary" href="([^"]+)">Continue</a>', asked.text)[1])
+    assert go_on == out.headers["Location"], "the filters go on with Continue"
+    with app.test_request_context():
+        opened = {name: from_url_form(value) for name, value in parse_qsl(urlsplit(go_on).query)}
+    assert opened == dict(parse_qsl(urlsplit(path).query))
 
 
 def test_an_export_link_with_an_id_in_a_parameter_s_name_ends_without_it_not_in_a_loop(make_app):
