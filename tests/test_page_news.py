@@ -160,3 +160,11 @@ def test_the_answers_are_never_stored_by_the_browser(signed_in, client, flow_id)
     ):
         assert answer.mimetype == "application/json"
         assert answer.headers.get("Cache-Control") == "no-store", answer.status_code
+
+
+def test_a_page_answering_a_form_with_errors_asks_for_no_news(signed_in, flow_id):
+    """A re-check: the flow's page sent back with a reveal's errors (a POST answered 400) carried page news, whose
+    Reload button would send the form again."""
+    answer = signed_in("operator").post(f"/flows/{flow_id}/reveal", data={"purpose": ""})
+    assert answer.status_code == 400 and "reveal-form" in answer.text
+    assert "data-watch" not in answer.text
