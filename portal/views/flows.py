@@ -94,7 +94,6 @@ from ..webhooks.store import (
     event_document,
     events_for_flow,
     flow_events_after,
-    last_event_row,
     left_out_by_reference,
     without_repeats,
 )
@@ -441,8 +440,8 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         record_access(person, FLOW_DETAIL, flow.flow_id)
     elif purpose := purpose_to_log(flow.flow_id):  # a reveal once, not at each reload of it
         record_access(person, REVEAL, flow.flow_id, purpose=purpose)
-    shown_up_to = last_event_row(flow.flow_id, flow.reference_id)  # first: an event meanwhile is news, not lost
-    events, received = without_repeats(events_for_flow(flow.flow_id, flow.reference_id))
+    timeline, shown_up_to = events_for_flow(flow.flow_id, flow.reference_id)
+    events, received = without_repeats(timeline)
     status = status_of_detail(flow, record, events)
     if (status.answered_but_not_seen or _changed_since_listed(flow, status)) and _read_from_the_list(flow):
         record = index_record(flow.flow_id)

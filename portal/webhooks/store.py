@@ -338,15 +338,17 @@ def stored_body(event_id: str) -> bytes | None:
     return body.encode("utf-8") if body is not None else None
 
 
-def events_for_flow(flow_id: str, reference_id: str | None) -> list[WebhookEvent]:
-    """The flow's events, oldest first: its timeline.
+def events_for_flow(flow_id: str, reference_id: str | None) -> tuple[list[WebhookEvent], int]:
+    """The flow's events, oldest first: its timeline; and the highest row of them received so far (0 for none), read
+    first, so that an event arriving meanwhile is news to the page (`portal/news.py`), not lost.
 
     Events are the flow's by flow id. An event without a flow id is the flow's by its reference only
     while that reference is unique: references can repeat, and another person's events must not show.
     """
+    match = _events_of_flow(flow_id, reference_id)  # once: whether the reference is the flow's alone costs queries
+    last_row = db.session.scalar(select(func.max(WebhookEvent.id)).where(match)) or 0
     ordered = (func.coalesce(WebhookEvent.occurred_at, WebhookEvent.received_at), WebhookEvent.id)
-    match = _events_of_flow(flow_id, reference_id)
-    return list(db.session.scalars(select(WebhookEvent).where(match).order_by(*ordered).limit(500)))
+    return list(db.session.scalars(select(WebhookEvent).where(match).order_by(*ordered).limit(500))), last_row
 
 
 def _events_of_flow(flow_id: str, reference_id: str | None) -> ColumnElement[bool]:
@@ -354,11 +356,6 @@ def _events_of_flow(flow_id: str, reference_id: str | None) -> ColumnElement[boo
     if reference_id and reference_is_only(flow_id, reference_id):
         match = or_(match, and_(WebhookEvent.flow_id.is_(None), WebhookEvent.reference_id == reference_id))
     return match
-
-
-def last_event_row(flow_id: str, reference_id: str | None) -> int:
-    """The highest row of the flow's events received so far (0 for none): a page says what it showed with it."""
-    return db.session.scalar(select(func.max(WebhookEvent.id)).where(_events_of_flow(flow_id, reference_id))) or 0
 
 
 @dataclass(frozen=True)
