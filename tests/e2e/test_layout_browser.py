@@ -390,12 +390,13 @@ FLOW_LINKS_IN_VIEW = """(rows) => [...document.querySelectorAll(rows)].map((row)
 
 
 def test_the_search_form_s_help_sits_under_its_field_at_every_width(page, stack):
-    """On a phone both help texts came after the Search button, away from the fields they explain."""
+    """On a phone both help texts came after the Search button, away from the fields they explain; from 768 px
+    Born's help sat left of the Born field, under the search box (a re-check)."""
     sign_in(page, stack, "viewer")
     tops = """() => Object.fromEntries(
       ["#q", "#q-help", "#born", "#born-help", "[data-testid=flow-search] [type=submit]"].map((selector) => {
         const box = document.querySelector(selector).getBoundingClientRect();
-        return [selector.split(" ")[0], [Math.round(box.top), Math.round(box.bottom)]];
+        return [selector.split(" ")[0], [Math.round(box.top), Math.round(box.bottom), Math.round(box.left)]];
       }))"""
     for viewport in (PHONE, {"width": 640, "height": 800}, DESKTOP):
         page.set_viewport_size(viewport)
@@ -405,6 +406,7 @@ def test_the_search_form_s_help_sits_under_its_field_at_every_width(page, stack)
         button = box["[data-testid=flow-search]"]
         assert search[1] <= search_help[0] < search[1] + 30, (viewport, box)  # just under its field
         assert born[1] <= born_help[0] < born[1] + 30, (viewport, box)
+        assert search_help[2] == search[2] and born_help[2] == born[2], (viewport, box)  # and starting where it does
         if viewport is PHONE:
             assert search_help[1] <= born[0] and born_help[1] <= button[0], box  # between the field and the next
         if viewport is DESKTOP:
