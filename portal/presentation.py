@@ -47,8 +47,9 @@ SOURCE_NAMES = {
     "list": _l("the flow list"),
     "detail": _l("the flow's page"),
     "webhook": _l("a webhook event"),
-    "sync": _l("flows sync"),
-    "sync_detail": _l("flows sync, from the flow's own answer"),
+    # Said without the command's name: staff read these beside every status, and `flows sync` is an administrator's.
+    "sync": _l("a sync with the Flow Service"),
+    "sync_detail": _l("a sync with the Flow Service, flow by flow"),
 }
 
 

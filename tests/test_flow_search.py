@@ -833,7 +833,13 @@ def test_where_the_portal_saw_a_flow_change_is_visible_without_a_mouse(world):
     assert "point at a row" not in page
     cells = re.findall(r'data-testid="change-seen">(.*?)</span></td>', page, re.S)
     assert cells and len(cells) == page.count("<tr data-flow-id=")
-    sources = {"created in the portal", "the flow list", "the flow's page", "a webhook event", "flows sync"}
+    sources = {
+        "created in the portal",
+        "the flow list",
+        "the flow's page",
+        "a webhook event",
+        "a sync with the Flow Service",
+    }
     for cell in cells:
         shown = unescape(re.sub(r"<[^>]+>", "", cell))  # the text on the page, not in its attributes
         when, _, source = shown.partition(" · ")

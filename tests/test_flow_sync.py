@@ -4,6 +4,8 @@ Counts and rows are checked against what the service itself holds; the lease is 
 syncs at once and with an injected clock, never with sleeps.
 """
 
+import html
+import re
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -11,7 +13,7 @@ import pytest
 from altservice import PORTAL_SETTINGS as ALT_SETTINGS
 from altservice import SEED_TIME, seed_flows
 from sqlalchemy import func, select
-from support import run_in_threads
+from support import run_in_threads, signed_in_as
 
 from portal.extensions import db
 from portal.flowapi import CreatedFlow
@@ -75,7 +77,7 @@ def row_count(app) -> tuple[int, int]:
 
 @pytest.fixture
 def sync_app(make_app, database_url):
-    return make_app(database=database_url)
+    return make_app(database=database_url, WTF_CSRF_ENABLED=False)  # a page read after a sync signs in by a form
 
 
 @pytest.fixture
@@ -402,6 +404,11 @@ def test_details_bring_names_the_list_does_not_carry(sync_app, sandbox):
     # Told by the sync, not by a flow page someone opened (the lists said "the flow's page, 1 min. ago" for flows
     # nobody had opened; found by a new user).
     assert {rows[flow_id].lifecycle_source for flow_id in newest} == {"sync_detail"}
+    # Said as a person reads it, not by the administrator's command (a new user's walk).
+    page = signed_in_as(sync_app).get("/flows", query_string={"q": flows[newest[0]]}).text  # from the index
+    consent, lifecycle = re.findall(r'<small class="status-source" title="[^"]*">\(([^<]*)\)</small>', page)[:2]
+    assert html.unescape(consent).startswith("a sync with the Flow Service, "), consent
+    assert html.unescape(lifecycle).startswith("a sync with the Flow Service, flow by flow, "), lifecycle
     rest = sync(sync_app, "--details", "100")
     assert "2 flow page(s) fetched for names" in rest.output
     assert all(row.last_name_key for row in index_rows(sync_app).values())
