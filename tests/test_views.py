@@ -259,6 +259,17 @@ def test_detail_shows_every_field(signed_in, sandbox):
     assert re.search(r"<dt class=\"col-sm-4\">Version</dt><dd class=\"col-sm-8\">2</dd>", page)
 
 
+def test_the_page_says_which_of_the_service_s_actions_are_taken_elsewhere_and_not_reading(signed_in, sandbox):
+    """A finished flow's page said "The Flow Service lists these actions for the flow: Read. [...] they are done in
+    the service's own tools, not here": reading the flow is what its page does (a new user's walk)."""
+    flow_id = sandbox.create()["flowId"]
+    viewer = signed_in("viewer")
+    said = re.search(r'data-testid="service-actions">\s*(.*?)\s*</p>', viewer.get(f"/flows/{flow_id}").text, re.S)
+    assert said[1].startswith("The Flow Service lists these actions for the flow: Assign, Cancel. "), said[1]
+    sandbox.control(flow_id, "accept")
+    assert 'data-testid="service-actions"' not in viewer.get(f"/flows/{flow_id}").text  # "read" alone
+
+
 def test_a_flow_archived_at_the_service_since_it_was_listed_reads_archived_on_its_page(signed_in, sandbox):
     """The service archived a flow (no webhook) after the list had shown it current: its page said "Flow active" and
     nothing of the archive, though its answer had changed since (found by a new user). A change newer than the

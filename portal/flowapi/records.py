@@ -412,6 +412,11 @@ class FlowDetail:
     raw: dict[str, Any] = field(repr=False, compare=False)
     answered_as: str | None = None  # the id the answer gives itself, when it is not the id asked for
 
+    @property
+    def actions_elsewhere(self) -> list[str]:
+        """The service's actions the portal offers no way to take: all but reading the flow, which its page is."""
+        return [action for action in self.actions if action.strip().casefold() != "read"]
+
     @classmethod
     def from_json(cls, payload: Any, requested_id: str | None = None) -> "FlowDetail":
         payload = _require_object(payload, "flow")
