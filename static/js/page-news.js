@@ -29,6 +29,15 @@ document.addEventListener("DOMContentLoaded", () => {
     button.textContent = label;
   }
 
+  // The portal's own words, or the page's when a proxy in front answered with a page of its own.
+  async function signedOutMessage(answer) {
+    try {
+      return (await answer.json()).message || news.dataset.signedOut;
+    } catch {
+      return news.dataset.signedOut;
+    }
+  }
+
   function schedule(after = wait) {
     clearTimeout(timer);
     if (!done) timer = setTimeout(ask, after);
@@ -42,7 +51,7 @@ document.addEventListener("DOMContentLoaded", () => {
       const answer = await fetch(news.dataset.watch, { headers: { Accept: "application/json" }, cache: "no-store" });
       if (answer.status === 401) {
         done = true; // signed out meanwhile: the reload leads to the sign-in page, and back here
-        say((await answer.json()).message, news.dataset.signInLabel);
+        say(await signedOutMessage(answer), news.dataset.signInLabel);
       } else if (answer.ok) {
         const heard = await answer.json();
         if (heard.new > 0) say(heard.message, news.dataset.reloadLabel); // and asked on: the count grows

@@ -245,6 +245,19 @@ def test_an_open_page_says_when_its_session_ended_and_offers_to_sign_in_again(pa
     assert [error for error in console_errors if "401" not in error] == []  # the question's own 401 is logged
 
 
+def test_an_open_page_says_its_session_ended_when_a_proxy_answers_401_with_a_page_of_its_own(page, stack):
+    """A proxy in front that answers 401 with its own HTML page had the question fail to read it and ask again
+    later, saying nothing (an attack): the page says the session ended in its own words."""
+    page.clock.install()
+    sign_in(page, stack, "viewer")
+    page.goto(f"{stack.url}/flows/{row_ids(page)[0]}")
+    page.route("**/heard?*", lambda route: route.fulfill(status=401, content_type="text/html", body="<h1>401</h1>"))
+    page.clock.run_for(16_000)
+    news = page.get_by_test_id("page-news")
+    expect(news.get_by_role("status")).to_have_text("You were signed out. Sign in again to go on.")
+    expect(news.get_by_role("button", name="Sign in")).to_be_visible()
+
+
 def stored_events(stack, flow_id: str) -> int:
     with stack.portal_app.app_context():
         return db.session.query(WebhookEvent).filter_by(flow_id=flow_id).count()
