@@ -16,6 +16,7 @@ from support import add_user, deliver_signed
 from portal.audit import record_audit
 from portal.extensions import db
 from portal.flowindex.gaps import SILENT, Gap
+from portal.labels import AUDIT_ACTION_LABELS
 from portal.models import FlowRecord, Notification, NotificationAttempt
 
 THREE_DAYS = 3 * 24 * 3600
@@ -260,6 +261,20 @@ def test_the_accounts_table_keeps_to_a_phone_s_screen_in_every_language(page, st
         if cut_roles := page.evaluate(CUT_SELECTIONS, ".users-table select"):
             cut[language] = cut_roles  # Swedish and Finnish cut "administ(ratör)", "pääkäyt(täjä)" (a re-check)
     assert wide == {} and cut == {}
+
+
+def test_the_audit_log_keeps_to_a_phone_s_screen_with_every_action(page, stack, shot):
+    """The code under each action's words (`account.sign_out_everywhere`) was one unbreakable word: the table
+    scrolled sideways on a phone in every language (a first week's walk), a region the keyboard cannot scroll."""
+    with stack.portal_app.app_context():
+        for action in AUDIT_ACTION_LABELS:
+            record_audit("admin", action, "kari")
+    sign_in(page, stack, "admin")
+    wide = {}
+    for language in on_a_phone_in_every_language(page, f"{stack.url}/admin/audit", shot, "audit"):
+        if not fits(page.locator(".audit-table").locator("xpath=..")):
+            wide[language] = page.locator(".audit-table").evaluate("table => table.scrollWidth")
+    assert wide == {}
 
 
 # The selects under `selector` whose chosen option's text is wider than the room for it (so the select shows it cut).
