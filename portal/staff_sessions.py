@@ -21,7 +21,7 @@ from . import current, news
 from .accounts import StaffMember, account_by_id, staff_member
 from .database import DatabaseUnavailable, database_unavailable, is_unavailable, mark_unavailable
 from .extensions import db, login_manager
-from .flowlinks import return_address
+from .flowlinks import back_to_this_page, return_address
 from .models import User
 from .settings import Settings
 
@@ -180,12 +180,13 @@ def _require_sign_in():
             raise DatabaseUnavailable  # the 503 page, not a sign-in form that cannot work either
         if _in_background():
             return news.signed_out()
-        ended = g.get("session_ended")
-        if ended and request.method == "GET":
+        keeping = _KEEPS_INPUT.get(request.endpoint) if request.method == "POST" else None
+        if kept := keeping and keeping():
+            return kept
+        if ended := g.get("session_ended"):  # a form sent after a pause too: nothing was done, and this says why
             flash(str(SESSION_ENDED[ended]), "info")
             return redirect(_sign_in_url())
-        keeping = _KEEPS_INPUT.get(request.endpoint) if request.method == "POST" else None
-        return (keeping and keeping()) or login_manager.unauthorized()
+        return login_manager.unauthorized()
     return None
 
 
@@ -200,7 +201,8 @@ def _to_sign_in():
 
 
 def _sign_in_url() -> str:
-    back = return_address(request.full_path.rstrip("?"))
+    # A form's address may be no page (POST /flows/<id>/refresh): signed in, the person goes back to a page, not a 405.
+    back = return_address(request.full_path.rstrip("?")) if request.method in ("GET", "HEAD") else back_to_this_page()
     return url_for("auth.login", next=back if len(back) <= LONGEST_WAY_BACK else None)  # else to the flow list
 
 

@@ -306,6 +306,18 @@ def test_an_idle_session_ends_after_the_idle_timeout(clocked_app):
     assert "without activity" in client.get(answer.headers["Location"]).text
 
 
+def test_a_form_sent_after_the_idle_timeout_says_why_the_session_ended(clocked_app):
+    """A form sent after a pause (Save role, Erase, Refresh) said only "Please sign in to continue." (a first week's
+    walk): the person could not tell that nothing was done because the session had ended; signed in, they were sent to
+    the form's address, which is no page (405)."""
+    client = clocked_app.test_client()
+    sign_in(client, "kari")
+    clocked_app.extensions["portal.clock"].now += 31 * 60
+    answer = client.post(f"/flows/{uuid.uuid4()}/refresh")
+    assert answer.status_code == 302 and answer.headers["Location"] == "/login?next=/flows"  # not back to a 405
+    assert "without activity" in client.get(answer.headers["Location"]).text
+
+
 def test_a_page_s_questions_in_the_background_keep_no_session_alive(clocked_app):
     """A flow's page left open asks for news every few seconds (page-news.js): that is not the person's activity."""
     client = clocked_app.test_client()
