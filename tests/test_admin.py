@@ -92,6 +92,7 @@ def test_adding_a_user_explains_what_is_wrong(app, admin, changes, message):
     answer = new_user(admin, **changes)
     assert answer.status_code == 400
     assert message in answer.text
+    assert "<title>Error: Users · Flow Portal</title>" in answer.text, "said first, as every form sent back does"
     assert 'value="kari"' in answer.text or changes.get("username")
     if "too easy to guess" in message:  # under Username it was, with the focus there (found by a new user)
         assert re.search(r'data-field-error="password">[^<]*too easy to guess', answer.text)

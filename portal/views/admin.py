@@ -72,7 +72,7 @@ def _render_users(new_form: NewUserForm, status: int = 200):
     return render_template(
         "admin/users.html",
         users=accounts,
-        new_form=new_form,
+        form=new_form,  # the page's one form that can come back with errors: the title says so (base.html)
         change_forms=change_forms,
         sign_out_form=ConfirmForm(),
     ), status
