@@ -329,12 +329,13 @@ def test_the_events_list_and_an_events_page_say_what_the_timeline_says_of_an_arc
 
 
 def test_a_consent_time_from_a_webhook_event_is_when_it_happened_not_a_bound(status_app, staff, sandbox):
-    """ "Accepted by <time>" where the time was the event's own: "by" is for a list's first sight of it."""
+    """ "Accepted by <time>" where the time was the event's own: "or earlier" is for a list's first sight of it."""
     flow_id = sandbox.create()["flowId"]
     post_event(status_app, flow_id=flow_id, status="Accepted", timestamp=T0)
     written(status_app)
     said = re.search(r'data-testid="consent-time">(.*?)</p>', staff.get(f"/flows/{flow_id}").text, re.S)[1]
     assert said.startswith("Consent status Accepted since ") and "1 Nov 2026" in said, said
+    assert "or earlier" not in said
 
 
 def test_characters_that_cannot_be_seen_are_named_where_a_type_is_shown(status_app, staff, sandbox):
