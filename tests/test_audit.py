@@ -178,6 +178,18 @@ def test_the_audit_log_filters(store_app, query, targets):
     assert ("No entries match these filters." in page.text) == (not targets)
 
 
+def test_a_whole_national_id_as_the_target_leads_to_the_access_log(store_app):
+    """Typed whole, a person's id matched no entry (they keep it masked) and the page said only "No entries match
+    these filters" (a new user's walk): it says why, and where who looked at the person's data is."""
+    admin = admin_client(store_app)
+    seed(store_app, (0, "anna", "search_national_id", "national id 151086-•••••"))
+    page = admin.get("/admin/audit", query_string={"target": "15108695088"}, follow_redirects=True)
+    assert listed(page) == [] and 'data-testid="target-is-an-id"' in page.text
+    assert 'href="/admin/access"' in page.text and "15108695088" not in page.text
+    masked = admin.get("/admin/audit", query_string={"target": "151086-•••••"}).text  # the form entries keep
+    assert len(ROW.findall(masked)) == 1 and 'data-testid="target-is-an-id"' not in masked
+
+
 def test_who_finds_an_account_s_entries_in_any_letter_case(store_app):
     admin = admin_client(store_app)
     add_user(store_app, "anna")

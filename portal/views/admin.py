@@ -39,7 +39,7 @@ from ..forms import (
     UserChangeForm,
 )
 from ..labels import record_kind_label, role_label
-from ..masking import mask_flow_id, mask_national_id
+from ..masking import mask_flow_id, mask_national_id, mask_text
 from ..models import RejectedDelivery, utc_now
 from ..notify import notifier, review
 from ..notify.triggers import INCIDENT_NOTICES_PER_FLOW
@@ -207,8 +207,10 @@ def audit():
     if _sent_whole(form):
         return redirect(url_for("admin.audit", **args, before=request.args.get("before") or None))
     page = find_audit(_audit_filters(form), before, PAGE_SIZE)
+    target = form.target.data or ""
     return render_template(
         "admin/audit.html",
+        target_holds_an_id=mask_text(target) != target,  # entries keep ids masked: a whole one matches none
         form=_shown_sealed(form),
         page=page,
         filtered=bool(args),
