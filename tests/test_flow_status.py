@@ -285,7 +285,15 @@ def test_every_type_offered_can_be_chosen(status_app, staff):
     assert page.status_code == 200 and event_id in page.text and "was not valid" not in page.text
     assert '<option value="flow.weird&lt;i&gt; type" selected>' in page.text
     refused = staff.get("/events", query_string={"type": "flow\x01"}, follow_redirects=True)
-    assert "A filter value was not valid and was left out." in refused.text
+    assert "The event type was left out: it was not one the list can show." in refused.text
+
+
+def test_a_flow_filter_left_out_of_the_events_list_is_said_as_such(status_app, staff):
+    """ "A filter value was not valid and was left out." named no filter (a new user's walk): a reference typed with
+    a space says what the flow filter takes."""
+    page = staff.get("/events", query_string={"flow": "LA 10042", "type": "flow.created"}, follow_redirects=True)
+    assert "The flow id or reference was left out: it takes letters, digits and . _ : -" in page.text
+    assert "A filter value was not valid" not in page.text and "The event type was left out" not in page.text
 
 
 def test_no_type_that_cannot_be_chosen_or_holds_a_national_id_is_offered(status_app, staff):

@@ -83,7 +83,7 @@ def test_an_events_export_with_a_bad_filter_exports_nothing(signed_in):
         and "flow=LA-1" in answer.headers["Location"]
     )
     page = staff.get(answer.headers["Location"])
-    assert "A filter value was not valid and was left out." in page.text
+    assert "The event type was left out: it was not one the list can show." in page.text
 
 
 def test_unlinked_0_means_every_event(signed_in):

@@ -6,6 +6,7 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, abort, flash, jsonify, redirect, render_template, request, url_for
 from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from flask_login import current_user
 
 from .. import news
@@ -36,8 +37,8 @@ FILTER_VALUE = re.compile(r"[A-Za-z0-9._:-]{1,100}")
 MAX_TYPE = 100  # webhook_events.event_type
 
 
-def _filters(args) -> tuple[dict, bool]:
-    """The filters that are well formed, and whether any given one was not."""
+def _filters(args) -> tuple[dict, list[str]]:
+    """The filters that are well formed, and the names of those given that were not."""
     raw = {
         "type": args.get("type", "").strip(),
         "flow": _flow_filter(args.get("flow", "").strip()),
@@ -54,7 +55,24 @@ def _filters(args) -> tuple[dict, bool]:
         raw["unlinked"] = ""
     if clean.get("unlinked", "1") != "1":
         del clean["unlinked"]
-    return clean, len(clean) != len([value for value in raw.values() if value])
+    return clean, [name for name, value in raw.items() if value and name not in clean]
+
+
+# What a person is told of a filter left out, by its name; a bad `unlinked` comes only from an edited address.
+LEFT_OUT = {
+    "flow": _l(
+        "The flow id or reference was left out: it takes letters, digits and . _ : - as a flow's page shows them "
+        "(e.g. LA-10042), with no spaces."
+    ),
+    "type": _l("The event type was left out: it was not one the list can show."),
+    "before": _l("That page of older events was not found, so the newest are shown."),
+}
+
+
+def _say_left_out(names: list[str]) -> None:
+    for name in names:
+        said = str(LEFT_OUT[name]) if name in LEFT_OUT else _("A filter value was not valid and was left out.")
+        flash(said, "warning")
 
 
 def _well_formed(name: str, value: str) -> bool:
@@ -79,7 +97,7 @@ def _valid_filters():
     """The request's filters, or a redirect to the same list without the ones that are not valid."""
     filters, dropped = _filters(request.args)
     if dropped:
-        flash(_("A filter value was not valid and was left out."), "warning")
+        _say_left_out(dropped)
     elif not (_typed_whole(filters) or left_untidy(request.args, {"unlinked": "0"})):  # the form's empty fields
         return filters, None
     assert request.endpoint is not None  # a view is answering
@@ -157,7 +175,7 @@ def export():
     """
     filters, dropped = _filters(request.args)
     if dropped:  # export nothing that was not asked for: back to the list, which says what was left out
-        flash(_("A filter value was not valid and was left out."), "warning")
+        _say_left_out(dropped)
         return redirect(url_for("events.index", **_in_url(filters)))
     if _typed_whole(filters):
         return redirect(url_for("events.export", **_in_url(filters)))
