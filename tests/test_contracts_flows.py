@@ -231,6 +231,7 @@ def test_a_create_the_service_refused_surely_created_nothing(upstream_app, statu
     assert "The flow was not created" in page.text and MAYBE_CREATED not in page.text
     assert submissions(app) == 0
     assert '<div class="alert alert-danger" role="alert">The flow was not created' in page.text, "an error, read out"
+    assert "<title>Error: New flow · Flow Portal</title>" in page.text, "and said first in the title (a walk)"
     assert f"(for support: {status} · refused · " in unescape(page.text), "the code support asks for"
 
 
