@@ -125,6 +125,8 @@ class LoginForm(FlaskForm):
         render_kw={"autocomplete": "current-password"},
     )
     next = HiddenField()  # not validated: auth.safe_next sends anything unsafe to the flow list instead
+    # "1" when a link on another site led to this page: where `next` leads asks first (security.LED_FROM_ELSEWHERE)
+    elsewhere = HiddenField()
     kept = FormField(KeptCreateInput)
     submit = SubmitField(_l("Sign in"))
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from functools import wraps
 from urllib.parse import urlsplit
 
-from flask import Flask, redirect, render_template, request
+from flask import Flask, g, redirect, render_template, request, session
 from werkzeug.exceptions import BadRequest
 from werkzeug.sansio.utils import host_is_trusted
 from werkzeug.wsgi import get_host
@@ -42,11 +42,39 @@ def security_headers(https: bool) -> dict[str, str]:
     return headers | ({"Strict-Transport-Security": HSTS} if https else {})
 
 
+# Session key: the page a sign-in goes on to is the one a link on another site chose (its `next`). The sign-in's own
+# redirect is same-origin, so without it such a link, followed while signed out, opened an export or a search by
+# national id under the person's name once they signed in, without asking.
+LED_FROM_ELSEWHERE = "led_from_elsewhere"
+# Requests that are not the page a sign-in goes on to, and must not take its mark: files, background questions.
+_NOT_A_PAGE = {"static", "flows.heard", "events.heard"}
+
+
+def lead_on_as_from_elsewhere() -> None:
+    """Mark the next page this session opens (where a sign-in goes on to) as one a link on another site led to."""
+    session[LED_FROM_ELSEWHERE] = True
+
+
+def _take_the_mark() -> None:
+    """The page after such a sign-in reads as led here from elsewhere (`_carry_the_mark` says until when)."""
+    if request.endpoint not in _NOT_A_PAGE and LED_FROM_ELSEWHERE in session:  # a file's answer never varies by cookie
+        g.led_from_elsewhere = True
+
+
+def _carry_the_mark(response):
+    """The mark lasts through the portal's own redirects (an id taken out of the address first) to the page answered."""
+    if g.get("led_from_elsewhere") and not 300 <= response.status_code < 400:
+        session.pop(LED_FROM_ELSEWHERE, None)
+    return response
+
+
 def followed_from_another_site() -> bool:
     """Whether a link or a form on another site led the browser here: another registrable domain, or another origin
-    of the same one (a wiki or an upload host beside the portal). Fetch Metadata says so; a browser that sends none
-    (Safari before 16.4, Firefox before 90, some privacy proxies) may still name where it came from in `Origin` or
-    `Referer`. A client that sends none of them is taken as coming from here."""
+    of the same one (a wiki or an upload host beside the portal), also by way of the sign-in page. Fetch Metadata says
+    so; a browser that sends none (Safari before 16.4, Firefox before 90, some privacy proxies) may still name where it
+    came from in `Origin` or `Referer`. A client that sends none of them is taken as coming from here."""
+    if g.get("led_from_elsewhere"):
+        return True
     fetch_site = request.headers.get("Sec-Fetch-Site")
     if fetch_site is not None:
         return fetch_site in ("cross-site", "same-site")
@@ -84,6 +112,8 @@ def asked_here(view: Callable) -> Callable:
 
 def init_app(app: Flask, https: bool) -> None:
     headers = security_headers(https)
+    app.before_request(_take_the_mark)
+    app.after_request(_carry_the_mark)
 
     @app.after_request
     def secure_headers(response):

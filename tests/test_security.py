@@ -15,7 +15,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 import requests
@@ -1043,6 +1043,64 @@ def test_a_link_on_another_site_does_not_export_or_search_by_id_in_someone_s_nam
     done = client.get(html.unescape(go_on), headers={"Sec-Fetch-Site": "same-origin"}, follow_redirects=True)
     assert done.status_code == 200 and 'data-testid="asked-to-continue"' not in done.text
     assert audited() == 1
+
+
+@pytest.mark.parametrize(
+    ("role", "path", "action"),
+    [
+        ("viewer", "/flows/export.csv?archived=all", "export_flows"),
+        ("admin", "/admin/audit/export.jsonl", "export_audit"),
+        ("viewer", "/flows?archived=all&q=15108695088", "search_national_id"),
+    ],
+)
+@pytest.mark.parametrize("straight", [False, True], ids=["by-the-page", "to-the-sign-in-page"])
+def test_a_link_on_another_site_that_leads_through_sign_in_still_asks_first(make_app, role, path, action, straight):
+    """Signed out, the link led to the sign-in page (by way of the page, or straight, with `next`), and the sign-in's
+    redirect (same-origin) opened the export or the search under the person's name without asking (found by an
+    attack)."""
+    app = make_app(WTF_CSRF_ENABLED=False)
+    client, username = app.test_client(), add_user(app, role=role)
+    cross = {"Sec-Fetch-Site": "cross-site"}
+
+    def audited() -> int:
+        with app.app_context():
+            return db.session.query(AuditEntry).filter_by(action=action).count()
+
+    to_sign_in = f"/login?{urlencode({'next': path})}"
+    if not straight:
+        answer = client.get(path, headers=cross)
+        assert answer.status_code == 302 and "/login?next=" in answer.headers["Location"]
+        to_sign_in = answer.headers["Location"]
+    page = client.get(to_sign_in, headers=cross)
+    way_back = html.unescape(re.search(r'name="next" type="hidden" value="([^"]*)"', page.text)[1])
+    fields = dict(re.findall(r'<input id="([a-z_]+)" name="\1" type="hidden" value="([^"]*)"', page.text))
+    signed_in = client.post(
+        "/login",
+        data=fields | {"username": username, "password": PASSWORD, "next": way_back},
+        headers={"Sec-Fetch-Site": "same-origin"},
+    )
+    assert signed_in.status_code == 302
+    same = {"Sec-Fetch-Site": "same-origin"}
+    asked = client.get(signed_in.headers["Location"], headers=same, follow_redirects=True)
+    assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text
+    assert audited() == 0
+    go_on = html.unescape(re.search(r'<a class="btn btn-primary" href="([^"]+)">Continue</a>', asked.text)[1])
+    done = client.get(go_on, headers=same, follow_redirects=True)
+    assert done.status_code == 200 and 'data-testid="asked-to-continue"' not in done.text
+    assert audited() == 1
+
+
+def test_a_sign_in_from_the_portal_s_own_page_goes_straight_on(make_app):
+    """The question is for a way back another site chose: a sign-in reached from the portal itself is not asked."""
+    app = make_app(WTF_CSRF_ENABLED=False)
+    client, username = app.test_client(), add_user(app, role="viewer")
+    same = {"Sec-Fetch-Site": "same-origin"}
+    client.get("/login?next=/flows/export.csv", headers=same)
+    signed_in = client.post(
+        "/login", data={"username": username, "password": PASSWORD, "next": "/flows/export.csv"}, headers=same
+    )
+    done = client.get(signed_in.headers["Location"], headers=same)
+    assert done.status_code == 200 and done.mimetype == "text/csv"
 
 
 @pytest.mark.parametrize(

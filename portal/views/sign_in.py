@@ -15,7 +15,7 @@ from ..forms import ConfirmForm, KeptCreateInput, LoginForm
 from ..i18n import LANGUAGES, language_changed
 from ..masking import mask_text
 from ..models import User
-from ..security import followed_from_another_site
+from ..security import followed_from_another_site, lead_on_as_from_elsewhere
 from ..staff_sessions import begin_session, end_session, staff_sso
 from ..throttle import ThrottleUnavailable, client_address, count_sign_in_attempt, signed_in_well
 
@@ -32,9 +32,13 @@ def safe_next(target: str | None) -> str:
     return target if target and is_local_path(target) else url_for("flows.index")
 
 
-def _start_session(user: User, target: str | None, how: str, kept: KeptCreateInput | None = None):
+def _start_session(
+    user: User, target: str | None, how: str, kept: KeptCreateInput | None = None, led_from_elsewhere: bool = False
+):
     record_sign_in(user)
     begin_session(user)
+    if led_from_elsewhere:  # the page `target` opens asks first, as it would have asked the link itself
+        lead_on_as_from_elsewhere()
     record_audit(user.username, "sign_in", how)
     return _on_after_sign_in(target, kept)
 
@@ -76,7 +80,7 @@ def login():
     """Sign in with a local account."""
     if current_user.is_authenticated:
         return redirect(safe_next(request.args.get("next")))
-    form = LoginForm(next=request.args.get("next", ""))
+    form = LoginForm(next=request.args.get("next", ""), elsewhere="1" if followed_from_another_site() else "")
     if not form.validate_on_submit():
         return render_template("auth/login.html", form=form)
     username = form.username.data.strip()
@@ -94,7 +98,7 @@ def login():
     if _password_matches(user, form.password.data) and user is not None and user.is_active:
         signed_in_well(username)
         metrics.count_sign_in("success")
-        return _start_session(user, form.next.data, "password", form.kept.form)
+        return _start_session(user, form.next.data, "password", form.kept.form, form.elsewhere.data == "1")
     metrics.count_sign_in("failed")
     record_audit(mask_text(username)[:80], "sign_in_failed", "password")  # a national id typed as a name
     current_app.logger.info("failed sign-in for %r from %r", username[:80], client_address())
