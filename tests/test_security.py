@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import html
 import json
+import logging
 import re
 import secrets
 import string
@@ -21,6 +22,7 @@ import pytest
 import requests
 from altservice import fodselsnummer
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
 from standardwebhooks import Webhook
 from support import (
     PASSWORD,
@@ -805,6 +807,20 @@ def test_a_national_id_typed_as_a_username_is_never_stored_or_shown(make_app):
     with app.app_context():
         entry = db.session.query(AuditEntry).filter_by(action="sign_in_failed").one()
         assert entry.username == "151086•••••"
+
+
+def test_a_password_typed_as_the_username_is_never_stored_or_logged(make_app, caplog):
+    """A failed sign-in wrote the name typed, whole, to the log and to the audit log every administrator reads and
+    exports (an attack): a password typed in the wrong field is kept by its first two characters and length."""
+    app = make_app(WTF_CSRF_ENABLED=False)
+    add_user(app, "olav")
+    with caplog.at_level(logging.INFO):
+        sign_in(app.test_client(), "correct horse battery staple", password="olav's password")
+        sign_in(app.test_client(), "OLAV", password="wrong")
+    with app.app_context():
+        kept = db.session.scalars(select(AuditEntry.username).where(AuditEntry.action == "sign_in_failed")).all()
+    assert sorted(kept) == ["co… (no such account, 28 characters)", "olav"]  # an account by its own name
+    assert "horse" not in caplog.text and "co… (no such account, 28 characters)" in caplog.text
 
 
 def test_replays_of_one_hmac_body_racing_with_other_id_headers_store_it_once(make_app, database_url, serve):

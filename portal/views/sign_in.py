@@ -100,10 +100,23 @@ def login():
         metrics.count_sign_in("success")
         return _start_session(user, form.next.data, "password", form.kept.form, form.elsewhere.data == "1")
     metrics.count_sign_in("failed")
-    record_audit(mask_text(username)[:80], "sign_in_failed", "password")  # a national id typed as a name
-    current_app.logger.info("failed sign-in for %r from %r", username[:80], client_address())
+    attempted = _attempted_account(username, user)
+    record_audit(attempted, "sign_in_failed", "password")
+    current_app.logger.info("failed sign-in for %r from %r", attempted, client_address())
     flash(_("Wrong username or password, or the account is disabled."), "danger")
     return render_template("auth/login.html", form=form)
+
+
+def _attempted_account(typed: str, user: User | None) -> str:
+    """Whose sign-in failed, as the audit log and the log keep it: an account's own name; of a name no account has,
+    only its start and length, for it is as often a password typed in the wrong field (an attack); a national id
+    typed as a name masked."""
+    if user is not None:
+        return user.username
+    masked = mask_text(typed)
+    if masked != typed:
+        return masked[:80]
+    return f"{typed[:2]}… (no such account, {len(typed)} characters)"
 
 
 @bp.post("/logout")
