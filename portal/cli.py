@@ -43,7 +43,7 @@ from .notify.commands import notifications, scan_after_sync
 from .retention import RetentionLocked, apply_retention, under_lease
 from .rsakeys import MIN_KEY_BITS
 from .subjects import SERVICE_KEEPS_FLOWS, SubjectRecords, erase, export_document, find_subject
-from .throttle import ThrottleUnavailable
+from .throttle import ThrottleUnavailable, throttle
 from .webhooks.signing import signed_headers
 from .webhooks.store import event_document, iter_events, prune_events
 
@@ -167,6 +167,11 @@ def unlock_user(username: str):
     user = _user(username)
     _apply(unlock_sign_in, user)
     click.echo(f"{user.username} may sign in again")
+    if not throttle().shared:  # this process's own memory was cleared, not the portal's (an attack)
+        click.echo(
+            "note: without PORTAL_REDIS_URL the portal keeps its sign-in counts in its own memory, which this command "
+            "cannot reach: restart the portal to clear them there"
+        )
 
 
 @users.command("sign-out")

@@ -3,11 +3,12 @@
 import getpass
 import json
 import stat
+import uuid
 
 import pytest
 from joserfc.jwk import RSAKey
 from sqlalchemy import select
-from support import PASSWORD, jwt_settings, migrated, portal_config, sign_in
+from support import PASSWORD, REDIS_PREFIX, add_user, jwt_settings, migrated, portal_config, sign_in
 
 from portal import create_app
 from portal.extensions import db
@@ -24,6 +25,12 @@ def cli_app(sandbox, sqlite_url):
 
 def invoke(app, *args, input=None):
     return app.test_cli_runner().invoke(args=list(args), input=input)
+
+
+def test_unlock_with_redis_clears_the_portal_s_own_counts_and_adds_no_note(make_app, redis_url):
+    app = make_app(PORTAL_REDIS_URL=redis_url, PORTAL_REDIS_PREFIX=f"{REDIS_PREFIX}-{uuid.uuid4().hex[:8]}")
+    add_user(app, "kari")
+    assert invoke(app, "users", "unlock", "kari").output.strip() == "kari may sign in again"
 
 
 # -- keys --------------------------------------------------------------------------------------
@@ -169,6 +176,8 @@ def test_users_enable_set_password_and_sign_out(cli_app):
     assert invoke(app, "users", "set-role", "KARI", "viewer").output.strip() == "kari is now viewer"
     for command, said in (("disable", "disabled kari"), ("enable", "enabled kari"), ("unlock", "kari may sign")):
         assert invoke(app, "users", command, "KaRi").output.startswith(said), command
+    # The counts of a portal without Redis are in its own memory: a command cannot clear them, and says so (an attack).
+    assert "restart the portal to clear them there" in invoke(app, "users", "unlock", "kari").output
     assert "every session of kari ends" in invoke(app, "users", "sign-out", "KARI").output
     assert invoke(app, "users", "disable", "kari").exit_code == 0
     assert invoke(app, "users", "enable", "kari").exit_code == 0
