@@ -110,6 +110,10 @@ def asked_here(view: Callable) -> Callable:
     return checked
 
 
+# Answers no cache may keep: pages, what they ask in the background, and plain text (metrics, probes); files are kept.
+NOT_KEPT_BY_CACHES = ("text/html", "application/json", "text/plain")
+
+
 def init_app(app: Flask, https: bool) -> None:
     headers = security_headers(https)
     app.before_request(_take_the_mark)
@@ -119,7 +123,7 @@ def init_app(app: Flask, https: bool) -> None:
     def secure_headers(response):
         for name, value in headers.items():
             response.headers.setdefault(name, value)
-        if response.mimetype in ("text/html", "application/json"):  # pages, and what they ask in the background
+        if response.mimetype in NOT_KEPT_BY_CACHES:
             response.headers.setdefault("Cache-Control", "no-store")
         return response
 
@@ -140,7 +144,7 @@ class TrustedHosts:
     def __call__(self, environ, start_response):
         if not self._trusted(environ):
             refusal = BadRequest("This portal does not answer to that host name.").get_response(environ)
-            refusal.headers.update(self.headers)
+            refusal.headers.update(self.headers | {"Cache-Control": "no-store"})
             return refusal(environ, start_response)
         return self.app(environ, start_response)
 

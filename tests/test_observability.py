@@ -94,6 +94,7 @@ def test_metrics_for_loopback_or_the_bearer_token_only(make_app, address, author
     assert answer.status_code == status
     if status == 200:
         assert answer.mimetype == "text/plain" and "portal_http_requests_total" in answer.text
+        assert answer.headers["Cache-Control"] == "no-store"  # as every answer but a file (an attack)
     else:
         assert "portal_" not in answer.text
 

@@ -708,6 +708,7 @@ def test_a_foreign_host_header_is_refused(client):
     refused = client.get("/login", headers={"Host": "evil.example"})
     assert refused.status_code == 400 and "frame-ancestors 'none'" in refused.headers["Content-Security-Policy"]
     assert "This portal does not answer to that host name." in refused.text, "what the person who typed it needs"
+    assert refused.headers["Cache-Control"] == "no-store", "kept by no cache, as every page (an attack)"
     assert client.get("/healthz", headers={"Host": "127.0.0.1:5000"}).status_code == 200
 
 
