@@ -4,6 +4,7 @@ import re
 import time
 from datetime import datetime
 from html import unescape
+from urllib.parse import unquote_plus
 
 import pytest
 import responses
@@ -68,6 +69,19 @@ def test_sign_in_lands_where_the_user_was_going(client, make_user):
     username = make_user("viewer")
     answer = sign_in(client, username, next_url="/flows?archived=true")
     assert answer.headers["Location"] == "/flows?archived=true"
+
+
+def test_a_national_id_in_where_sign_in_goes_on_is_sealed_in_the_redirect(client, make_user):
+    """A crafted `next` holding a national id whole was answered with it in Location, before the page sealed it (an
+    attack): signing in, and the sign-in page opened while signed in, seal it at once."""
+    username = make_user("viewer")
+    for answer in (
+        sign_in(client, username, next_url="/flows/15108695088"),
+        client.get("/login", query_string={"next": "/flows?q=151086 95088"}),
+    ):
+        assert answer.status_code == 302 and "95088" not in unquote_plus(answer.headers["Location"]), answer.headers
+    page = client.get(answer.headers["Location"], follow_redirects=True)
+    assert page.status_code == 200 and "Flows of the person whose national id was searched for" in page.text
 
 
 @pytest.mark.parametrize(

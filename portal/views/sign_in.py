@@ -1,5 +1,7 @@
 """Staff sign-in (local accounts, optional OIDC single sign-on) and sign-out."""
 
+from urllib.parse import unquote_plus
+
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
 from flask_login import current_user, logout_user
@@ -10,7 +12,7 @@ from .. import current, metrics
 from ..accounts import find_account, find_sso_account, record_sign_in, remember_language
 from ..audit import record_audit
 from ..errors import csrf_error_page
-from ..flowlinks import SEALED, from_url_form, is_local_path, sealed_address
+from ..flowlinks import SEALED, from_url_form, hidden_in_urls, is_local_path, sealed_address
 from ..forms import ConfirmForm, KeptCreateInput, LoginForm
 from ..i18n import LANGUAGES, language_changed
 from ..masking import mask_text
@@ -25,10 +27,13 @@ bp = Blueprint("auth", __name__)
 def safe_next(target: str | None) -> str:
     """A local path to go on to after sign-in; anything off-site or with control characters is the flow list.
 
-    A sealed one (`flowlinks.return_address`: the path held a national id) is opened first."""
+    A sealed one (`flowlinks.return_address`: the path held a national id) is opened first. A national id in it
+    whole (a crafted link) is sealed: the redirect's Location never holds one (an attack)."""
     if target and target.startswith(SEALED):
         target = from_url_form(target)
         target = sealed_address(target) if target is not None and target.startswith("/") else None
+    elif target and is_local_path(target) and hidden_in_urls(unquote_plus(target)):
+        target = sealed_address(target)
     return target if target and is_local_path(target) else url_for("flows.index")
 
 
