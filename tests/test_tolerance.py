@@ -324,7 +324,7 @@ def test_a_decision_the_list_shows_is_dated_by_the_flow_s_last_change_not_by_whe
     page = get(staff, f"/flows/{flow.id}")
     with staff.application.test_request_context():
         when = local_time(flow.updated_at, seconds=True)
-    assert f"Consent status Accepted by {when}" in page.text
+    assert f"Consent status Accepted since {when} or earlier" in page.text
 
 
 def test_an_event_redelivered_under_a_new_delivery_id_shows_once_on_the_timeline(staff, alt):
