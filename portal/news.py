@@ -5,7 +5,9 @@ shows the answer's sentences with a button to reload (and goes on asking: the co
 answers read the portal's own store only.
 """
 
-from flask import jsonify, request
+from functools import lru_cache
+
+from flask import jsonify, request, url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
 
@@ -19,6 +21,17 @@ NAMED_TYPES = 5  # the new events' types a sentence names at most
 # opens next says why it ended), signed out they answer 401 in JSON, not a sign-in page, and answered they are
 # logged at DEBUG (every open page asks every 15 s).
 BACKGROUND_ENDPOINTS = {"flows.heard", "events.heard"}
+
+
+def events_heard_url(row: int) -> str:
+    """The events list's news address from `row` on, as url_for("events.heard", after=row) builds it: the router
+    asked once per script root, not on every load of the flow list that shows it (0.6 % of the page)."""
+    return f"{_events_heard_path(request.script_root)}?after={row}"
+
+
+@lru_cache(maxsize=8)
+def _events_heard_path(script_root: str) -> str:
+    return url_for("events.heard")
 
 
 def row_asked() -> int | None:

@@ -132,6 +132,24 @@ def test_an_older_page_of_events_asks_nothing(app, signed_in, flow_id):
     assert "data-watch" not in older
 
 
+def test_the_flow_list_left_open_hears_of_every_event_and_a_later_page_asks_nothing(app, signed_in, sandbox):
+    """Staff keep the flow list open all morning: its first page says when webhook events arrive (a status changed),
+    from the row stored before the list was read; a page further on is history."""
+    staff = signed_in("viewer")
+    flows = [sandbox.create()["flowId"] for _ in range(11)]  # more than a page of 10
+    assert deliver_signed(app, event_for(flows[0], "flow.created")).status_code == 200  # before: no news
+    first = staff.get("/flows").text
+    watch = watch_address(first)
+    assert watch.startswith("/events/heard?after=") and staff.get(watch).get_json()["new"] == 0
+    assert deliver_signed(app, event_for(flows[1], status="Accepted")).status_code == 200
+    assert staff.get(watch).get_json()["message"] == (
+        "A webhook event arrived after this page was loaded (flow.status_changed). Reload the page to see it."
+    )
+    later = re.search(r'href="(/flows\?[^"]*after=[^"]*)"', first)
+    assert later, "the first page links to the next"
+    assert "data-watch" not in staff.get(html.unescape(later[1])).text
+
+
 def test_a_filter_that_is_not_valid_is_refused_as_json(signed_in):
     answer = signed_in("viewer").get("/events/heard", query_string={"after": "0", "unlinked": "maybe"})
     assert answer.status_code == 400 and answer.get_json()["error"] == "bad_request"

@@ -94,6 +94,7 @@ from ..webhooks.store import (
     event_document,
     events_for_flow,
     flow_events_after,
+    last_event_row,
     left_out_by_reference,
     without_repeats,
 )
@@ -122,6 +123,8 @@ def index():
         flash(problem, "warning")
     if problems or left_untidy(request.args, DEFAULTS):  # the search box's empty fields, for one
         return redirect(query.url(after=query.after, before=query.before, at=query.at, seen=query.seen))
+    # Taken before the list is read: an event that comes meanwhile is news to the page, not lost to it.
+    shown_up_to = None if query.positioned else last_event_row()
     try:
         query, page, notices = _fetch_page(query)
     except ValidationFailed:
@@ -169,6 +172,8 @@ def index():
         notices=notices + nav.notices,
         row_statuses=statuses_of_page(page, tab_says_archived),
         empty_search_form=FlowSearchForm,  # built only when the page's cached search box is not there yet
+        # the first page, left open, hears of webhook events (statuses changing); a later page is history
+        watch_url=None if shown_up_to is None else news.events_heard_url(shown_up_to),
     )
 
 

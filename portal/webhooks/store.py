@@ -504,6 +504,14 @@ def find_events(
     return newest_first(_matching(event_type, flow, unlinked), WebhookEvent, before, limit)
 
 
+_LAST_ROW = select(func.max(WebhookEvent.id))  # built once: the flow list asks it on every first page
+
+
+def last_event_row() -> int:
+    """The newest stored event's row (0 when none is): where a page that hears of new events begins to listen."""
+    return db.session.connection().execute(_LAST_ROW).scalar() or 0
+
+
 def matching_events_after(*, event_type: str | None, flow: str | None, unlinked: bool, row: int, most: int) -> Arrivals:
     """The events `find_events` would list that arrived after `row`."""
     return Arrivals(*_count_and_types(_matching(event_type, flow, unlinked).where(WebhookEvent.id > row), most))

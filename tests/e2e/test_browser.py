@@ -225,6 +225,31 @@ def test_an_open_flow_page_says_when_the_person_has_answered(page, stack, consol
     assert console_errors == []
 
 
+def test_the_flow_list_left_open_says_when_webhook_events_arrive(page, stack, shot, console_errors):
+    """The list staff keep open all morning says when a status may have changed, above the rows."""
+    page.clock.install()
+    sign_in(page, stack, "viewer")
+    flow_id = row_ids(page)[0]
+    note = {"type": "flow.status_changed", "timestamp": "2026-11-28T12:00:00Z", "data": {"flowId": flow_id}}
+    assert (
+        deliver_signed(
+            stack.portal_app, note | {"id": f"list-{flow_id}", "data": note["data"] | {"status": "Accepted"}}
+        ).status_code
+        == 200
+    )
+    page.clock.run_for(16_000)
+    news = page.get_by_test_id("page-news")
+    expect(news.get_by_role("status")).to_have_text(
+        "A webhook event arrived after this page was loaded (flow.status_changed). Reload the page to see it."
+    )
+    assert news.bounding_box()["y"] < page.locator("table").bounding_box()["y"], "said above the rows"
+    shot("flow-list-news")
+    with page.expect_navigation():
+        news.get_by_role("button", name="Reload the page").click()
+    expect(page.get_by_test_id("page-news")).to_be_empty()
+    assert console_errors == []
+
+
 def test_an_open_page_says_when_its_session_ended_and_offers_to_sign_in_again(page, stack, console_errors):
     """Signed out in another tab, a flow's page said only "Please sign in to continue." with a Reload button (a new
     user's walk): it says what happened, and its button leads to sign-in and back."""
