@@ -1107,6 +1107,35 @@ def test_a_link_on_another_site_that_leads_through_sign_in_still_asks_first(make
     assert audited() == 1
 
 
+@pytest.mark.parametrize("kept", [False, True], ids=["plain", "twice"])
+def test_a_language_changed_on_the_sign_in_page_a_link_elsewhere_led_to_still_asks_first(make_app, kept):
+    """The language form leads back to the sign-in page by the portal's own redirect (same-origin): the page forgot
+    that a link on another site had led there, and the sign-in opened the export without asking (a re-check)."""
+    app = make_app(WTF_CSRF_ENABLED=False)
+    client, username = app.test_client(), add_user(app, role="viewer")
+    same = {"Sec-Fetch-Site": "same-origin"}
+    page = client.get(
+        f"/login?{urlencode({'next': '/flows/export.csv?archived=all'})}", headers={"Sec-Fetch-Site": "cross-site"}
+    )
+    for language in ("nb", "sv") if kept else ("nb",):
+        language_form = page.text[page.text.index('action="/language"') :]
+        fields = dict(re.findall(r'<input type="hidden" name="([a-z_]+)" value="([^"]*)"', language_form))
+        changed = client.post(
+            "/language", data={k: html.unescape(v) for k, v in fields.items()} | {"language": language}, headers=same
+        )
+        assert changed.status_code == 302 and changed.headers["Location"].count("elsewhere=1") == 1
+        page = client.get(changed.headers["Location"], headers=same)
+    fields = dict(re.findall(r'<input id="([a-z_]+)" name="\1" type="hidden" value="([^"]*)"', page.text))
+    assert fields["elsewhere"] == "1"
+    signed_in = client.post(
+        "/login",
+        data={k: html.unescape(v) for k, v in fields.items()} | {"username": username, "password": PASSWORD},
+        headers=same,
+    )
+    asked = client.get(signed_in.headers["Location"], headers=same)
+    assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text
+
+
 def test_a_sign_in_from_the_portal_s_own_page_goes_straight_on(make_app):
     """The question is for a way back another site chose: a sign-in reached from the portal itself is not asked."""
     app = make_app(WTF_CSRF_ENABLED=False)

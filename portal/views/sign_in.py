@@ -1,6 +1,6 @@
 """Staff sign-in (local accounts, optional OIDC single sign-on) and sign-out."""
 
-from urllib.parse import unquote_plus
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
@@ -85,7 +85,7 @@ def login():
     """Sign in with a local account."""
     if current_user.is_authenticated:
         return redirect(safe_next(request.args.get("next")))
-    form = LoginForm(next=request.args.get("next", ""), elsewhere="1" if followed_from_another_site() else "")
+    form = LoginForm(next=request.args.get("next", ""), elsewhere="1" if _led_from_elsewhere() else "")
     if not form.validate_on_submit():
         return render_template("auth/login.html", form=form)
     username = form.username.data.strip()
@@ -110,6 +110,13 @@ def login():
     current_app.logger.info("failed sign-in for %r from %r", attempted, client_address())
     flash(_("Wrong username or password, or the account is disabled."), "danger")
     return render_template("auth/login.html", form=form)
+
+
+def _led_from_elsewhere() -> bool:
+    """Whether a link on another site led to this sign-in page: the browser says so, or the page's address does once
+    the language was changed on it (the way back, the portal's own redirect, reads as same-origin). Anyone may add
+    `elsewhere=1`: it only asks before an export or a search by national id."""
+    return followed_from_another_site() or request.args.get("elsewhere") == "1"
 
 
 def _attempted_account(typed: str, user: User | None) -> str:
@@ -158,7 +165,18 @@ def set_language():
         session["language"] = language
         if current_user.is_authenticated:
             remember_language(current_user.id, language)
-    return _sign_in_still_carrying_input() or redirect(safe_next(request.form.get("next")))
+    return _sign_in_still_carrying_input() or redirect(_back_from_the_language_form())
+
+
+def _back_from_the_language_form() -> str:
+    """The page the language form was on; a sign-in page a link on another site led to says so in its address."""
+    back = safe_next(request.form.get("next"))
+    parts = urlsplit(back)
+    if request.form.get("elsewhere") != "1" or parts.path != url_for("auth.login"):
+        return back
+    if ("elsewhere", "1") in parse_qsl(parts.query):
+        return back
+    return f"{back}{'&' if parts.query else '?'}elsewhere=1"
 
 
 def _sign_in_still_carrying_input():
