@@ -15,7 +15,6 @@ from ..errors import csrf_error_page
 from ..flowlinks import SEALED, from_url_form, hidden_in_urls, is_local_path, sealed_address
 from ..forms import ConfirmForm, KeptCreateInput, LoginForm
 from ..i18n import LANGUAGES, language_changed
-from ..masking import mask_text
 from ..models import User
 from ..security import followed_from_another_site, lead_on_as_from_elsewhere
 from ..staff_sessions import begin_session, end_session, staff_sso
@@ -34,6 +33,8 @@ def safe_next(target: str | None) -> str:
         target = sealed_address(target) if target is not None and target.startswith("/") else None
     elif target and is_local_path(target) and hidden_in_urls(unquote_plus(target)):
         target = sealed_address(target)
+        if hidden_in_urls(unquote_plus(target)):  # one as a parameter's name, which no page takes: the path alone
+            target = sealed_address(urlsplit(target).path)
     return target if target and is_local_path(target) else url_for("flows.index")
 
 
@@ -121,13 +122,10 @@ def _led_from_elsewhere() -> bool:
 
 def _attempted_account(typed: str, user: User | None) -> str:
     """Whose sign-in failed, as the audit log and the log keep it: an account's own name; of a name no account has,
-    only its start and length, for it is as often a password typed in the wrong field (an attack); a national id
-    typed as a name masked."""
+    only its start and length, for it is as often a password typed in the wrong field, or a national id (an
+    attack)."""
     if user is not None:
         return user.username
-    masked = mask_text(typed)
-    if masked != typed:
-        return masked[:80]
     return f"{typed[:2]}… (no such account, {len(typed)} characters)"
 
 
