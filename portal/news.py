@@ -7,9 +7,10 @@ answers read the portal's own store only.
 
 from functools import lru_cache
 
-from flask import jsonify, request, url_for
+from flask import current_app, jsonify, request, url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
+from werkzeug.routing import Map
 
 from .labels import status_label
 from .paging import MAX_ROW_ID
@@ -23,14 +24,18 @@ NAMED_TYPES = 5  # the new events' types a sentence names at most
 BACKGROUND_ENDPOINTS = {"flows.heard", "events.heard"}
 
 
-def events_heard_url(row: int) -> str:
-    """The events list's news address from `row` on, as url_for("events.heard", after=row) builds it: the router
-    asked once per script root, not on every load of the flow list that shows it (0.6 % of the page)."""
-    return f"{_events_heard_path(request.script_root)}?after={row}"
+# Which page asks, for the words of its answer: a flow's, the events list, the flow list (`on=flows`).
+A_FLOW, EVENTS, FLOW_LIST = "flow", "events", "flows"
+
+
+def flow_list_heard_url(row: int) -> str:
+    """The flow list's news address from `row` on, as url_for("events.heard", after=row, on="flows") builds it: the
+    router asked once per app and script root, not on every load of the flow list (0.6 % of the page)."""
+    return f"{_events_heard_path(current_app.url_map, request.script_root)}?after={row}&on={FLOW_LIST}"
 
 
 @lru_cache(maxsize=8)
-def _events_heard_path(script_root: str) -> str:
+def _events_heard_path(_url_map: Map, _script_root: str) -> str:
     return url_for("events.heard")
 
 
@@ -48,23 +53,31 @@ def not_a_row():
     return jsonify(error="bad_request", message=message), 400
 
 
-def answer(arrived: Arrivals, of_a_flow: bool):
+def answer(arrived: Arrivals, page: str):
     """How many events came, and sentences naming their first types (masked, as pages show them) and, of a flow's,
-    the consent status the newest of them says."""
-    return jsonify(new=arrived.count, message=_said(arrived, of_a_flow) if arrived.count else None)
+    the consent status the newest of them says; `page` is the kind of page that asks."""
+    return jsonify(new=arrived.count, message=_said(arrived, page) if arrived.count else None)
 
 
-def _said(arrived: Arrivals, of_a_flow: bool) -> str:
+def _said(arrived: Arrivals, page: str) -> str:
     count = arrived.count
     named = ", ".join(shown(kind) if kind else _("no type") for kind in dict.fromkeys(arrived.types))  # once each
     named += "…" if count > len(arrived.types) else ""
-    if of_a_flow:
+    if page == A_FLOW:
         said = ngettext(
             "A webhook event arrived for this flow after this page was loaded (%(types)s).",
             "%(num)s webhook events arrived for this flow after this page was loaded (%(types)s).",
             count,
             types=named,
         )
+    elif page == FLOW_LIST:  # of any flow: one on this page, or not (a re-check found "to see it" misleading)
+        said = ngettext(
+            "A webhook event arrived after this list was loaded (%(types)s): a flow's status may have changed.",
+            "%(num)s webhook events arrived after this list was loaded (%(types)s): statuses may have changed.",
+            count,
+            types=named,
+        )
+        return said + " " + _("Reload the page to see the list as it is now.")
     else:
         said = ngettext(
             "A webhook event arrived after this page was loaded (%(types)s).",

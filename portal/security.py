@@ -13,6 +13,7 @@ from werkzeug.sansio.utils import host_is_trusted
 from werkzeug.wsgi import get_host
 
 from .flowlinks import return_address, sealed_address
+from .news import BACKGROUND_ENDPOINTS
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -47,7 +48,7 @@ def security_headers(https: bool) -> dict[str, str]:
 # national id under the person's name once they signed in, without asking.
 LED_FROM_ELSEWHERE = "led_from_elsewhere"
 # Requests that are not the page a sign-in goes on to, and must not take its mark: files, background questions.
-_NOT_A_PAGE = {"static", "flows.heard", "events.heard"}
+_NOT_A_PAGE = {"static", *BACKGROUND_ENDPOINTS}
 
 
 def lead_on_as_from_elsewhere() -> None:

@@ -141,14 +141,15 @@ def index():
 @bp.get("/heard")
 def heard():
     """What the list's first page, left open, asks in the background (portal/news.py): the events its filters
-    match received after the row it showed up to."""
+    match received after the row it showed up to. The flow list's first page asks it too (`on=flows`, no filters)."""
     filters, dropped = _filters(request.args)
     row = news.row_asked()
     if row is None:
         return news.not_a_row()
     if dropped:
         return jsonify(error="bad_request", message=_("A filter value was not valid and was left out.")), 400
-    return news.answer(matching_events_after(**_search(filters), row=row, most=news.NAMED_TYPES), of_a_flow=False)
+    asking = news.FLOW_LIST if request.args.get("on") == news.FLOW_LIST else news.EVENTS  # the flow list asks here too
+    return news.answer(matching_events_after(**_search(filters), row=row, most=news.NAMED_TYPES), asking)
 
 
 def _watch_url(filters: dict, shown_up_to: int) -> str:

@@ -173,7 +173,7 @@ def index():
         row_statuses=statuses_of_page(page, tab_says_archived),
         empty_search_form=FlowSearchForm,  # built only when the page's cached search box is not there yet
         # the first page, left open, hears of webhook events (statuses changing); a later page is history
-        watch_url=None if shown_up_to is None else news.events_heard_url(shown_up_to),
+        watch_url=None if shown_up_to is None else news.flow_list_heard_url(shown_up_to),
     )
 
 
@@ -596,7 +596,7 @@ def heard(flow_id: str):
         return news.not_a_row()
     record = index_record(flow_id)
     arrived = flow_events_after(flow_id, record.reference_id if record else None, row, news.NAMED_TYPES)
-    return news.answer(arrived, of_a_flow=True)
+    return news.answer(arrived, news.A_FLOW)
 
 
 @bp.post("/<flow:flow_id>/refresh")

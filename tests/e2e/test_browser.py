@@ -240,7 +240,8 @@ def test_the_flow_list_left_open_says_when_webhook_events_arrive(page, stack, sh
     page.clock.run_for(16_000)
     news = page.get_by_test_id("page-news")
     expect(news.get_by_role("status")).to_have_text(
-        "A webhook event arrived after this page was loaded (flow.status_changed). Reload the page to see it."
+        "A webhook event arrived after this list was loaded (flow.status_changed): a flow's status may have "
+        "changed. Reload the page to see the list as it is now."
     )
     assert news.bounding_box()["y"] < page.locator("table").bounding_box()["y"], "said above the rows"
     shot("flow-list-news")
