@@ -6,6 +6,7 @@ from datetime import date
 
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
+from flask_babel import lazy_pgettext
 from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
@@ -394,7 +395,9 @@ class AuditFilterForm(FlaskForm):
     target = StringField(
         _l("Target contains"), validators=[Optional(), Length(max=255), printable], render_kw={"spellcheck": "false"}
     )
-    since = DateField(_l("From"), validators=[Optional(), within_years], name="from")
+    since = DateField(
+        lazy_pgettext("the start of a date range", "From"), validators=[Optional(), within_years], name="from"
+    )
     until = DateField(_l("Until"), validators=[Optional(), within_years], name="to")
 
     def __init__(self, actions: list[str], **kwargs):

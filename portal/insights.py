@@ -15,6 +15,7 @@ from functools import cached_property
 from zoneinfo import ZoneInfo
 
 from flask_babel import gettext as _
+from flask_babel import pgettext
 from sqlalchemy import DateTime, Float, Integer, and_, column, func, literal, or_, select, values
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql import Select
@@ -90,8 +91,8 @@ def parse_range(args, today: date, zone: str) -> tuple[DateRange, list[str]]:
 
 
 def _custom(args, today: date, zone: str) -> tuple[DateRange, list[str]]:
-    first, first_problem = _read_day(args.get("from", ""), _("From"))
-    last, last_problem = _read_day(args.get("to", ""), _("To"))
+    first, first_problem = _read_day(args.get("from", ""), pgettext("the start of a date range", "From"))
+    last, last_problem = _read_day(args.get("to", ""), pgettext("the end of a date range", "To"))
     problems = [problem for problem in (first_problem, last_problem) if problem]
     if problems or first is None or last is None:  # a day is None only with a problem to show
         return preset(DEFAULT_RANGE, today, zone), [*problems, _("Showing the last 7 days.")]

@@ -1,5 +1,6 @@
 """Languages: English by default, Norwegian bokmål on request, and every string translated."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,20 @@ def test_the_language_switch_on_an_answered_form_stays_on_the_form_s_page(signed
     assert refused.status_code == 400 and 'name="next" value="/admin/users"' in refused.text, "a POST-only route's page"
 
 
+def test_a_date_range_s_ends_and_a_source_column_are_each_said_as_such_in_finnish(signed_in):
+    """ "From" was one message for a date range's start and for where a sign-in came from: Finnish said "Mistä"
+    ("from where") over the insights' and the audit log's dates (a Finnish walk)."""
+    admin = signed_in("admin")
+    admin.post("/language", data={"language": "fi"})
+    labels = dict(
+        re.findall(r'<label class="form-label[^"]*" for="(from|to)">([^<]*)</label>', admin.get("/insights").text)
+    )
+    assert labels == {"from": "Alkupäivä", "to": "Loppupäivä"}
+    audit = admin.get("/admin/audit").text
+    assert re.search(r'<label class="form-label[^"]*" for="from">Alkupäivä</label>', audit)
+    assert '<th scope="col" class="d-none d-md-table-cell">Mistä</th>' in audit  # where an entry came from
+
+
 def test_the_language_switch_works_before_sign_in(client, make_user):
     client.post("/language", data={"language": "nb", "next": "/login"})
     assert ">Logg inn</h1>" in client.get("/login").text
@@ -106,6 +121,8 @@ def test_every_message_in_the_code_is_translated(tmp_path, language):
             "_l",
             "-k",
             "ngettext:1,2",
+            "-k",
+            "lazy_pgettext:1c,2",
             "--no-location",
             "-o",
             str(template),
