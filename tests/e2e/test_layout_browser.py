@@ -376,6 +376,18 @@ def test_each_event_names_its_flow_on_a_phone_in_every_language(page, stack, sho
     assert seen == dict.fromkeys(LANGUAGES, in_view)
 
 
+def test_the_events_table_keeps_to_the_smallest_phone_in_every_language(page, stack, shot):
+    """At 320 px (WCAG 1.4.10) the events table scrolled sideways (a re-check): in Finnish "Vastaanotettu" over the
+    times, `status_changed` one unbreakable word, and a flow id beside its Copy button under it in every language."""
+    sign_in(page, stack, "admin")
+    post_event(stack, page.locator("tr[data-flow-id]").first.get_attribute("data-flow-id"))
+    wide = {}
+    for language in on_a_phone_in_every_language(page, f"{stack.url}/events", shot, "events", SMALLEST_PHONE):
+        if not fits(page.locator(".events-table").locator("xpath=..")):
+            wide[language] = page.locator(".events-table").evaluate("table => table.scrollWidth")
+    assert wide == {}
+
+
 def test_a_name_search_s_results_say_whose_each_flow_is_on_a_phone(page, stack, shot):
     """At 375 px a search for Nordmann listed nine flows by reference, status and time: nothing told the people
     apart (found by a new user). The last name and the masked national id are under each reference."""
