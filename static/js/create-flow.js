@@ -1,5 +1,6 @@
 // The create form, as the person types: preselect the country the number's shape says and show the birth
-// date it reads; in a test environment, fill in a synthetic identity at a click. The server checks it all.
+// date it reads, or that its check digit does not match; in a test environment, fill in a synthetic identity
+// at a click. The server checks it all.
 
 // The birth date as the page's language writes it, as the server does (English pages: day month year).
 const BORN_FORMAT = new Intl.DateTimeFormat(
@@ -19,6 +20,34 @@ document.addEventListener("DOMContentLoaded", () => {
     ["fi", /^(\d{2})(\d{2})(\d{2})([-+A-FU-Y])(\d{3})[0-9A-Y]$/i],
   ];
 
+  // Check digits as python-stdnum checks them on the server: Norway's two mod 11 digits (a remainder of 10 is
+  // no digit), Sweden's Luhn digit over the ten-digit form, Finland's mod 31 character.
+  function mod11(digits, weights) {
+    const sum = weights.reduce((total, weight, i) => total + weight * +digits[i], 0);
+    return (11 - (sum % 11)) % 11;
+  }
+
+  const CHECKS = {
+    no(number) {
+      const digits = number.replace(" ", "");
+      const first = mod11(digits, [3, 7, 6, 1, 8, 9, 4, 5, 2]);
+      const second = mod11(digits, [5, 4, 3, 2, 7, 6, 5, 4, 3, 2]);
+      return first < 10 && second < 10 && digits.endsWith(`${first}${second}`);
+    },
+    se(number) {
+      const digits = number.replace(/[-+]/, "").slice(-10);
+      const sum = [...digits].reduce((total, digit, i) => {
+        const doubled = +digit * (i % 2 === 0 ? 2 : 1);
+        return total + (doubled > 9 ? doubled - 9 : doubled);
+      }, 0);
+      return sum % 10 === 0;
+    },
+    fi(number) {
+      const remainder = +(number.slice(0, 6) + number.slice(7, 10)) % 31;
+      return "0123456789ABCDEFHJKLMNPRSTUVWXY"[remainder] === number[10].toUpperCase();
+    },
+  };
+
   function norwegianYear(yy, individual) {
     if (individual < 500) return 1900 + yy;
     if (individual < 750 && yy >= 54) return 1800 + yy;
@@ -26,32 +55,39 @@ document.addEventListener("DOMContentLoaded", () => {
     return individual >= 900 ? 1900 + yy : null;
   }
 
-  function read(value) {
-    for (const [code, shape] of SHAPES) {
-      const m = value.trim().match(shape);
-      if (!m) continue;
-      let year, month, day;
-      if (code === "no") {
-        day = +m[1] % 40; // D-numbers: day + 40
-        month = +m[2] > 80 ? +m[2] - 80 : +m[2] % 40; // Tenor test numbers: month + 80
-        year = norwegianYear(+m[3], +m[4]);
-      } else if (code === "se") {
-        const now = new Date().getFullYear();
-        year = m[1] ? +(m[1] + m[2]) : 2000 + +m[2] > now ? 1900 + +m[2] : 2000 + +m[2];
-        if (!m[1] && m[5] === "+") year -= 100;
-        month = +m[3];
-        day = +m[4] > 60 ? +m[4] - 60 : +m[4]; // samordningsnummer: day + 60
-      } else {
-        const sign = m[4].toUpperCase();
-        year = (sign === "+" ? 1800 : "ABCDEF".includes(sign) ? 2000 : 1900) + +m[3];
-        month = +m[2];
-        day = +m[1];
-      }
-      const born = year && new Date(Date.UTC(year, month - 1, day));
-      const valid = born && born.getUTCMonth() === month - 1 && born.getUTCDate() === day;
-      return { code, born: valid ? BORN_FORMAT.format(born) : null };
+  function bornOf(code, m) {
+    let year, month, day;
+    if (code === "no") {
+      day = +m[1] % 40; // D-numbers: day + 40
+      month = +m[2] > 80 ? +m[2] - 80 : +m[2] % 40; // Tenor test numbers: month + 80
+      year = norwegianYear(+m[3], +m[4]);
+    } else if (code === "se") {
+      const now = new Date().getFullYear();
+      year = m[1] ? +(m[1] + m[2]) : 2000 + +m[2] > now ? 1900 + +m[2] : 2000 + +m[2];
+      if (!m[1] && m[5] === "+") year -= 100;
+      month = +m[3];
+      day = +m[4] > 60 ? +m[4] - 60 : +m[4]; // samordningsnummer: day + 60
+    } else {
+      const sign = m[4].toUpperCase();
+      year = (sign === "+" ? 1800 : "ABCDEF".includes(sign) ? 2000 : 1900) + +m[3];
+      month = +m[2];
+      day = +m[1];
     }
-    return null;
+    const born = year && new Date(Date.UTC(year, month - 1, day));
+    const valid = born && born.getUTCMonth() === month - 1 && born.getUTCDate() === day;
+    return valid ? BORN_FORMAT.format(born) : null;
+  }
+
+  // Of the shapes a number has (a Finnish 131052-3081 has a Swedish one too), the first whose check digit
+  // matches, as the server infers the country; else the first.
+  function read(value) {
+    const number = value.trim();
+    const candidates = SHAPES.filter(([, shape]) => shape.test(number)).map(([code, shape]) => ({
+      code,
+      born: bornOf(code, number.match(shape)),
+      checks: CHECKS[code](number),
+    }));
+    return candidates.find((candidate) => candidate.checks) || candidates[0] || null;
   }
 
   // A country the person chose stays chosen: a number of another country's shape is said, never switched to.
@@ -65,9 +101,11 @@ document.addEventListener("DOMContentLoaded", () => {
     const parts = [];
     if (otherCountry) parts.push(reading.dataset.otherCountry.replace("%(country)s", option.textContent));
     else if (option) parts.push(`${reading.dataset.countryLabel}: ${option.textContent}`);
-    if (found && found.born) parts.push(`${reading.dataset.bornLabel} ${found.born}`);
+    const mistyped = Boolean(found) && !found.checks && !otherCountry;
+    if (mistyped) parts.push(reading.dataset.badCheck);
+    else if (found && found.born) parts.push(`${reading.dataset.bornLabel} ${found.born}`);
     reading.textContent = parts.join(" · "); // a live region stays in place, empty or not, to be read out
-    reading.classList.toggle("text-warning-emphasis", otherCountry);
+    reading.classList.toggle("text-warning-emphasis", otherCountry || mistyped);
   }
 
   input.addEventListener("input", update);

@@ -64,3 +64,24 @@ def test_a_country_chosen_first_stays_chosen_and_a_number_of_another_is_said(pag
     page.get_by_role("button", name="Create flow").click()
     expect(page.locator("[data-field-error=national_id]")).to_be_visible()  # refused by the server, as chosen
     assert console_errors == []
+
+
+def test_a_number_whose_check_digit_does_not_match_is_said_as_it_is_typed(page, stack, console_errors):
+    """The reading showed a birth date for a number with a mistyped digit: only sending the form said it was not
+    valid (noticed on a walk). The check digit is read as typed, as the server reads it, in every country."""
+    sign_in(page, stack)
+    page.goto(f"{stack.url}/flows/new")
+    reading, national_id = page.get_by_test_id("id-reading"), page.get_by_label("National id")
+    for mistyped, country in (("16822548835", "no"), ("811218-9875", "se"), ("131052-308U", "fi")):
+        national_id.fill(mistyped)
+        expect(page.get_by_label("Country")).to_have_value(country)
+        expect(reading).to_contain_text("Its check digit does not match: look for a mistyped digit")
+        expect(reading).not_to_contain_text("Born")
+        expect(reading).to_have_class(re.compile("text-warning-emphasis"))
+    national_id.fill("16822548834")
+    expect(reading).to_have_text("Looks like: Norway · Born 16 Feb 1925")
+    expect(reading).not_to_have_class(re.compile("text-warning-emphasis"))
+    national_id.fill("131052-9030")  # a Swedish shape too, whose Luhn digit does not match: the Finnish number it is
+    expect(page.get_by_label("Country")).to_have_value("fi")
+    expect(reading).to_have_text("Looks like: Finland · Born 13 Oct 1952")
+    assert console_errors == []
