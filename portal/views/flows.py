@@ -139,6 +139,26 @@ def index():
     if query.before and page.has_more is False:
         # Back at the newest flows: show the first page whole, not the short remainder.
         return redirect(query.url())
+    page = _as_asked(query, page, notices)
+    tab_says_archived = _what_the_tab_says(query, page, notices)
+    saw_page(page, tab_says_archived)
+    nav = navigate(query, page)
+    return render_template(
+        "flows/index.html",
+        page=page,
+        query=query,
+        nav=nav,
+        notices=notices + nav.notices,
+        row_statuses=statuses_of_page(page, tab_says_archived),
+        empty_search_form=FlowSearchForm,  # built only when the page's cached search box is not there yet
+        # the first page, left open, hears of webhook events (statuses changing); a later page is history
+        watch_url=None if shown_up_to is None else news.flow_list_heard_url(shown_up_to),
+    )
+
+
+def _as_asked(query: ListQuery, page: FlowPage, notices: list[str]) -> FlowPage:
+    """The page the service sent, as it was asked for: without the flows it sent again from the previous page, and
+    no longer than the page size; each said in `notices`."""
     page, resent = past_the_cursor(query.after, page)
     if resent:
         notices.append(
@@ -161,20 +181,7 @@ def index():
                 asked=grouped(query.limit, words),
             )
         )
-    tab_says_archived = _what_the_tab_says(query, page, notices)
-    saw_page(page, tab_says_archived)
-    nav = navigate(query, page)
-    return render_template(
-        "flows/index.html",
-        page=page,
-        query=query,
-        nav=nav,
-        notices=notices + nav.notices,
-        row_statuses=statuses_of_page(page, tab_says_archived),
-        empty_search_form=FlowSearchForm,  # built only when the page's cached search box is not there yet
-        # the first page, left open, hears of webhook events (statuses changing); a later page is history
-        watch_url=None if shown_up_to is None else news.flow_list_heard_url(shown_up_to),
-    )
+    return page
 
 
 # The archived tab holding at least 3 flows the current list showed within the hour, half its page or more, is a
