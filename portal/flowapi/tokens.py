@@ -261,10 +261,20 @@ def _refuse_sandbox(response: requests.Response) -> requests.Response:
 
 def _read_token_answer(response: requests.Response) -> requests.Response:
     """authlib's `access_token_response` hook: raise a typed error for anything but a usable token."""
-    status = response.status_code
     body = _json_object(response)
     error = body.get("error") if body else None
     description = _description(body.get("error_description")) if body else None
+    _refuse_for_now(response, error, description)
+    if error is not None:
+        raise _oauth_error(error, description, response.status_code)
+    body = _usable(response, body)
+    _lifetime(body.get("expires_in"))  # refuse a bad one here, before authlib converts it with int()
+    return response
+
+
+def _refuse_for_now(response: requests.Response, error: Any, description: str | None) -> None:
+    """_Transient for an answer worth asking again later: slow down (429), unavailable (5xx or its OAuth error)."""
+    status = response.status_code
     if status == 429:
         retry_after = _retry_after(response)
         raise _Transient(
@@ -287,8 +297,12 @@ def _read_token_answer(response: requests.Response) -> requests.Response:
             ),
             _retry_after(response),
         )
-    if error is not None:
-        raise _oauth_error(error, description, status)
+
+
+def _usable(response: requests.Response, body: dict[str, Any] | None) -> dict[str, Any]:
+    """The answer's JSON object when it holds an access token, else UpstreamProtocolError: a redirect, a 404, not
+    JSON, no token."""
+    status = response.status_code
     if 300 <= status < 400:
         target = _origin_of(response.headers.get("Location"), response.url)
         raise UpstreamProtocolError(
@@ -321,8 +335,7 @@ def _read_token_answer(response: requests.Response) -> requests.Response:
         raise UpstreamProtocolError(
             "The identity provider's answer has no usable access_token", status=status, code="token_malformed"
         )
-    _lifetime(body.get("expires_in"))  # refuse a bad one here, before authlib converts it with int()
-    return response
+    return body
 
 
 def _origin_of(location: str | None, requested: str) -> str:
