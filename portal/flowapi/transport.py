@@ -199,34 +199,8 @@ class Transport:
         )
         try:  # preparing may refuse too (an unusable address): the same answer as the call would give
             response = self.session.send(request.prepare(), timeout=self.timeout, allow_redirects=False)
-        except requests.exceptions.SSLError as failure:
-            if not _surely_before_sending(failure, method):  # the request may have been on its way
-                return _retryable(_connection_failure(failure, request_id)), None
-            return UpstreamUnavailable(
-                "The Flow Service's TLS certificate cannot be verified", code="tls", request_id=request_id
-            ), None
-        except requests.ConnectTimeout:
-            return _retryable(
-                UpstreamTimeout(
-                    "Timed out connecting to the Flow Service", code="connect_timeout", request_id=request_id
-                )
-            ), None
-        except requests.Timeout:
-            return UpstreamTimeout(
-                "The Flow Service did not answer in time", code="read_timeout", request_id=request_id
-            ), None
-        except AnswerTooLarge as failure:
-            return UpstreamProtocolError(
-                f"The Flow Service's answer is too large: {failure}", code="too_large", request_id=request_id
-            ), None
-        except requests.exceptions.ContentDecodingError:
-            return UpstreamProtocolError(
-                "The Flow Service's answer cannot be decoded (its Content-Encoding)",
-                code="undecodable",
-                request_id=request_id,
-            ), None
         except requests.RequestException as failure:
-            return _retryable(_connection_failure(failure, request_id)), None
+            return _sending_failed(failure, method, request_id), None
         refusal = self.refuse_sandbox and sandbox_refusal(response, "FLOW_API_URL", request_id)
         if refusal:
             return refusal, None
@@ -237,6 +211,33 @@ class Transport:
             if response.status_code in RETRYABLE_STATUSES:
                 _retryable(error)
             return error, retry_after
+
+
+def _sending_failed(failure: requests.RequestException, method: str, request_id: str) -> FlowApiError:
+    """What a call that got no answer to read says, retryable where asking again is safe."""
+    if isinstance(failure, requests.exceptions.SSLError):
+        if not _surely_before_sending(failure, method):  # the request may have been on its way
+            return _retryable(_connection_failure(failure, request_id))
+        return UpstreamUnavailable(
+            "The Flow Service's TLS certificate cannot be verified", code="tls", request_id=request_id
+        )
+    if isinstance(failure, requests.ConnectTimeout):
+        return _retryable(
+            UpstreamTimeout("Timed out connecting to the Flow Service", code="connect_timeout", request_id=request_id)
+        )
+    if isinstance(failure, requests.Timeout):
+        return UpstreamTimeout("The Flow Service did not answer in time", code="read_timeout", request_id=request_id)
+    if isinstance(failure, AnswerTooLarge):
+        return UpstreamProtocolError(
+            f"The Flow Service's answer is too large: {failure}", code="too_large", request_id=request_id
+        )
+    if isinstance(failure, requests.exceptions.ContentDecodingError):
+        return UpstreamProtocolError(
+            "The Flow Service's answer cannot be decoded (its Content-Encoding)",
+            code="undecodable",
+            request_id=request_id,
+        )
+    return _retryable(_connection_failure(failure, request_id))
 
 
 def _connection_failure(failure: requests.RequestException, request_id: str) -> UpstreamUnavailable:
