@@ -1,5 +1,5 @@
 // The create form, as the person types: preselect the country the number's shape says and show the birth
-// date it reads, or that its check digit does not match; in a test environment, fill in a synthetic identity
+// date it reads, or what in it cannot be right; in a test environment, fill in a synthetic identity
 // at a click. The server checks it all.
 
 // The birth date as the page's language writes it, as the server does (English pages: day month year).
@@ -62,24 +62,24 @@ document.addEventListener("DOMContentLoaded", () => {
       month = +m[2] > 80 ? +m[2] - 80 : +m[2] % 40; // Tenor test numbers: month + 80
       year = norwegianYear(+m[3], +m[4]);
     } else if (code === "se") {
-      const now = new Date().getFullYear();
-      year = m[1] ? +(m[1] + m[2]) : 2000 + +m[2] > now ? 1900 + +m[2] : 2000 + +m[2];
-      if (!m[1] && m[5] === "+") year -= 100;
       month = +m[3];
-      day = +m[4] > 60 ? +m[4] - 60 : +m[4]; // samordningsnummer: day + 60
+      day = +m[4]; // a samordningsnummer (day + 60) is no personnummer: the server refuses it too
+      year = m[1] ? +(m[1] + m[2]) : 2000 + +m[2] - (m[5] === "+" ? 100 : 0); // "+": a hundred years old
+      if (!m[1] && Date.UTC(year, month - 1, day) > Date.now()) year -= 100; // ten digits name no century
     } else {
       const sign = m[4].toUpperCase();
       year = (sign === "+" ? 1800 : "ABCDEF".includes(sign) ? 2000 : 1900) + +m[3];
       month = +m[2];
       day = +m[1];
+      if (+m[5] < 2) return null; // individual numbers start at 002
     }
     const born = year && new Date(Date.UTC(year, month - 1, day));
-    const valid = born && born.getUTCMonth() === month - 1 && born.getUTCDate() === day;
+    const valid = born && born.getUTCMonth() === month - 1 && born.getUTCDate() === day && born <= new Date();
     return valid ? BORN_FORMAT.format(born) : null;
   }
 
-  // Of the shapes a number has (a Finnish 131052-3081 has a Swedish one too), the first whose check digit
-  // matches, as the server infers the country; else the first.
+  // Of the shapes a number has (a Finnish 131052-9030 has a Swedish one too), the first it is valid for, else the
+  // first: as the server infers the country.
   function read(value) {
     const number = value.trim();
     const candidates = SHAPES.filter(([, shape]) => shape.test(number)).map(([code, shape]) => ({
@@ -87,7 +87,7 @@ document.addEventListener("DOMContentLoaded", () => {
       born: bornOf(code, number.match(shape)),
       checks: CHECKS[code](number),
     }));
-    return candidates.find((candidate) => candidate.checks) || candidates[0] || null;
+    return candidates.find((candidate) => candidate.checks && candidate.born) || candidates[0] || null;
   }
 
   // A country the person chose stays chosen: a number of another country's shape is said, never switched to.
@@ -101,8 +101,8 @@ document.addEventListener("DOMContentLoaded", () => {
     const parts = [];
     if (otherCountry) parts.push(reading.dataset.otherCountry.replace("%(country)s", option.textContent));
     else if (option) parts.push(`${reading.dataset.countryLabel}: ${option.textContent}`);
-    const mistyped = Boolean(found) && !found.checks && !otherCountry;
-    if (mistyped) parts.push(reading.dataset.badCheck);
+    const mistyped = Boolean(found) && !(found.checks && found.born) && !otherCountry;
+    if (mistyped) parts.push(found.checks ? reading.dataset.badDate : reading.dataset.badCheck);
     else if (found && found.born) parts.push(`${reading.dataset.bornLabel} ${found.born}`);
     reading.textContent = parts.join(" · "); // a live region stays in place, empty or not, to be read out
     reading.classList.toggle("text-warning-emphasis", otherCountry || mistyped);

@@ -1,6 +1,7 @@
 """The create form's script in a real browser: country and birth date read as typed, synthetic ids at a click."""
 
 import re
+from datetime import datetime, timezone
 
 from browser_support import send_new_flow, sign_in
 from playwright.sync_api import expect
@@ -78,10 +79,22 @@ def test_a_number_whose_check_digit_does_not_match_is_said_as_it_is_typed(page, 
         expect(reading).to_contain_text("Its check digit does not match: look for a mistyped digit")
         expect(reading).not_to_contain_text("Born")
         expect(reading).to_have_class(re.compile("text-warning-emphasis"))
+    # the check digit right, the date not: as the server says (a samordningsnummer is no personnummer to it either)
+    for impossible, country in (("32018612339", "no"), ("811318-9875", "se"), ("811278-9873", "se")):
+        national_id.fill(impossible)
+        expect(page.get_by_label("Country")).to_have_value(country)
+        expect(reading).to_contain_text("Its date of birth or individual number is not possible")
     national_id.fill("16822548834")
     expect(reading).to_have_text("Looks like: Norway · Born 16 Feb 1925")
     expect(reading).not_to_have_class(re.compile("text-warning-emphasis"))
     national_id.fill("131052-9030")  # a Swedish shape too, whose Luhn digit does not match: the Finnish number it is
     expect(page.get_by_label("Country")).to_have_value("fi")
     expect(reading).to_have_text("Looks like: Finland · Born 13 Oct 1952")
+    # Ten digits name no century: on 29 Nov 2026 (the browser's clock, set), 11 Dec 2026 is ahead, so 1926; a day
+    # earlier, 2026, as the server reads them (it read the year alone, born in the future until New Year).
+    page.clock.set_fixed_time(datetime(2026, 11, 29, 12, tzinfo=timezone.utc))
+    national_id.fill("2612111803")
+    expect(reading).to_have_text("Looks like: Sweden · Born 11 Dec 1926")
+    national_id.fill("2611284122")
+    expect(reading).to_have_text("Looks like: Sweden · Born 28 Nov 2026")
     assert console_errors == []
