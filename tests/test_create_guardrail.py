@@ -1,9 +1,10 @@
 """The create form's test-id guardrail and the country it reads off the number, in both environments."""
 
 import re
-from datetime import date
+from datetime import date, timedelta
 
 import pytest
+from stdnum import luhn
 from support import create_form, form_data, production_settings, signed_in_as
 
 from portal.nationalid import (
@@ -196,7 +197,11 @@ def test_a_number_of_someone_born_in_the_future_is_no_valid_id(country, number):
 
 
 def test_a_ten_digit_personnummer_whose_date_is_ahead_this_century_is_last_century_s():
-    """261218-1236 read as born 18 Dec 2026 was refused as born in the future: a 99-year-old's number (found by a
-    re-check)."""
-    assert validate_national_id("se", "261218-1236")
-    assert birth_date_of("se", "261218-1236") == date(1926, 12, 18)
+    """261218-1236 read as born 18 Dec 2026 was refused as born in the future (on 28 Nov 2026): a 99-year-old's
+    number (found by a re-check). Made from tomorrow's date, the number means the same on any day the tests run
+    (261218-1236 itself would have read as 2026 from 18 Dec 2026 on)."""
+    ahead = date.today() + timedelta(days=1)
+    digits = f"{ahead:%y%m%d}123"
+    number = f"{digits[:6]}-{digits[6:]}{luhn.calc_check_digit(digits)}"
+    assert validate_national_id("se", number)
+    assert birth_date_of("se", number) == ahead.replace(year=ahead.year - 100)
