@@ -679,6 +679,17 @@ def test_a_mistyped_national_id_stays_in_the_box_and_out_of_the_address(empty_in
         assert targets and not any(typed in target or typed[:6] in target for target in targets), targets
 
 
+def test_a_mistyped_national_id_finds_nothing_rather_than_every_flow(world):
+    """Under the warning came "30 flows" and the whole list, with no Clear search: someone skimming took them for
+    the person's (a new user's walk). Nothing is searched now, and the page says so."""
+    for typed in ("15108695089", "131052-308X"):
+        shown = world.staff.get("/flows", query_string={"q": typed, "archived": "all"}, follow_redirects=True)
+        assert ids(shown) == [], typed
+        assert "Nothing was searched: the national id in the search box is not a valid one." in shown.text
+        assert re.search(r'data-testid="match-count">\s*0 flows match', shown.text)
+        assert "Clear search" in shown.text and 'data-testid="export-csv"' not in shown.text
+
+
 def test_search_needs_sign_in(world):
     anonymous = world.app.test_client()
     for path in ("/flows?q=bjorn", "/flows?archived=all", "/flows/export.csv", "/flows/LA-10001"):

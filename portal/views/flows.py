@@ -46,6 +46,7 @@ from ..flowindex.keys import name_key, read_national_id
 from ..flowindex.observations import from_summary, lifecycle_told
 from ..flowindex.search import (
     COUNT_CAP,
+    ResultPage,
     count_without_a_name,
     export_rows,
     flow_named,
@@ -256,13 +257,15 @@ def _search():
         return asking_to_continue()
     if query.search.person and (refused := _refused_person_search(query.search.person)):
         return refused  # each person searched counts, however the search was reached
-    page = search_page(query.search, query.limit, query.after, query.before)
+    # A mistyped id is kept in the box for its digits to be checked, and finds nothing (a walk: it listed every flow).
+    nothing = query.mistyped_id
+    page = ResultPage([], None, None) if nothing else search_page(query.search, query.limit, query.after, query.before)
     if query.before and page.previous_before is None:
         return redirect(query.url())  # back at the start: the first page, whole
-    if query.mistyped_id:  # searched without it, and kept in the box for its digits to be checked
+    if nothing:
         flash(_("That looks like a national id but is not a valid one: check its digits."), "warning")
     person = _audit_person_search(query, page.rows)
-    counts = status_counts(query.search)
+    counts = {} if nothing else status_counts(query.search)
     return render_template(
         "flows/search.html",
         query=query,
