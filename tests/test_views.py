@@ -436,6 +436,15 @@ def test_create_validation_messages(signed_in, sandbox, changes, message):
     assert sandbox.stats()["flows_created"] == 0
 
 
+def test_two_errors_of_one_field_read_as_two_sentences(signed_in):
+    """"Field cannot be longer than 20 characters.This is not a valid…": a description read out, or the text copied,
+    ran them together (a new user's walk)."""
+    page = create_form(signed_in("operator"), national_id="1" * 21)
+    described = re.search(r'<div id="national_id-error" class="invalid-feedback">(.*?)</div>', page.text)[1]
+    words = re.sub(r"<[^>]+>", "", described)
+    assert "characters. This is not a valid" in words, words
+
+
 def test_create_keeps_what_was_typed_after_an_error(signed_in):
     page = create_form(signed_in("operator"), national_id="15108695089", last_name="Ødegård")
     assert 'value="15108695089"' in page.text and 'value="Ødegård"' in page.text
