@@ -48,10 +48,10 @@ def validate_national_id(country: str, value: str) -> str:
 # -- shape, birth date and the test-id guardrail ----------------------------------------------------------
 
 # What each country's number looks like, typed by a person: Norway 11 digits (DDMMYY NNNCC), Sweden 10 or 12
-# digits with an optional - or + (YYMMDD-NNNN, YYYYMMDD-NNNN), Finland DDMMYY + century sign + NNN + check.
+# digits with an optional -, + or space (YYMMDD-NNNN, YYYYMMDD-NNNN), Finland DDMMYY + century sign + NNN + check.
 SHAPES = (
     ("no", re.compile(r"\d{6} ?\d{5}")),
-    ("se", re.compile(r"(?:\d{2})?\d{6}[-+]?\d{4}")),
+    ("se", re.compile(r"(?:\d{2})?\d{6}[-+ ]?\d{4}")),  # python-stdnum takes a space too
     ("fi", re.compile(r"\d{6}[-+A-FU-Y]\d{3}[0-9A-Y]", re.IGNORECASE)),
 )
 _FI_CENTURY = {"+": 1800, **dict.fromkeys("-YXWVU", 1900), **dict.fromkeys("ABCDEF", 2000)}

@@ -29,6 +29,7 @@ REAL_LOOKING_WARNING = "looks like a real person&#39;s number"
         ("811218-9876", "se", date(1981, 12, 18)),
         ("8112189876", "se", date(1981, 12, 18)),
         ("19121212-1212", "se", date(1912, 12, 12)),
+        ("19121212 1212", "se", date(1912, 12, 12)),  # python-stdnum takes a space too
         ("131052-308T", "fi", date(1952, 10, 13)),
         ("150505A9034", "fi", date(2005, 5, 15)),
     ],

@@ -16,7 +16,7 @@ document.addEventListener("DOMContentLoaded", () => {
 
   const SHAPES = [
     ["no", /^(\d{2})(\d{2})(\d{2}) ?(\d{3})\d{2}$/],
-    ["se", /^(\d{2})?(\d{2})(\d{2})(\d{2})([-+]?)\d{4}$/],
+    ["se", /^(\d{2})?(\d{2})(\d{2})(\d{2})([-+ ]?)\d{4}$/],
     ["fi", /^(\d{2})(\d{2})(\d{2})([-+A-FU-Y])(\d{3})[0-9A-Y]$/i],
   ];
 
@@ -35,7 +35,7 @@ document.addEventListener("DOMContentLoaded", () => {
       return first < 10 && second < 10 && digits.endsWith(`${first}${second}`);
     },
     se(number) {
-      const digits = number.replace(/[-+]/, "").slice(-10);
+      const digits = number.replace(/[-+ ]/, "").slice(-10);
       const sum = [...digits].reduce((total, digit, i) => {
         const doubled = +digit * (i % 2 === 0 ? 2 : 1);
         return total + (doubled > 9 ? doubled - 9 : doubled);
@@ -101,7 +101,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const parts = [];
     if (otherCountry) parts.push(reading.dataset.otherCountry.replace("%(country)s", option.textContent));
     else if (option) parts.push(`${reading.dataset.countryLabel}: ${option.textContent}`);
-    const mistyped = Boolean(found) && !(found.checks && found.born) && !otherCountry;
+    const mistyped = Boolean(found) && !(found.checks && found.born);
     if (mistyped) parts.push(found.checks ? reading.dataset.badDate : reading.dataset.badCheck);
     else if (found && found.born) parts.push(`${reading.dataset.bornLabel} ${found.born}`);
     reading.textContent = parts.join(" · "); // a live region stays in place, empty or not, to be read out

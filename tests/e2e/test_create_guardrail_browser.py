@@ -61,6 +61,12 @@ def test_a_country_chosen_first_stays_chosen_and_a_number_of_another_is_said(pag
     page.get_by_label("National id").fill("16822548834")
     expect(page.get_by_label("Country")).to_have_value("se")
     expect(page.get_by_test_id("id-reading")).to_contain_text("Looks like a number from Norway, not from the country")
+    page.get_by_label("National id").fill("16822548835")  # and mistyped: said too, not a birth date (a walk)
+    expect(page.get_by_test_id("id-reading")).to_have_text(
+        "Looks like a number from Norway, not from the country chosen · Its check digit does not match: look for a "
+        "mistyped digit"
+    )
+    page.get_by_label("National id").fill("16822548834")
     page.get_by_label("Last name").fill("Syntetisk")
     page.get_by_role("button", name="Create flow").click()
     expect(page.locator("[data-field-error=national_id]")).to_be_visible()  # refused by the server, as chosen
@@ -87,6 +93,8 @@ def test_a_number_whose_check_digit_does_not_match_is_said_as_it_is_typed(page, 
     national_id.fill("16822548834")
     expect(reading).to_have_text("Looks like: Norway · Born 16 Feb 1925")
     expect(reading).not_to_have_class(re.compile("text-warning-emphasis"))
+    national_id.fill("19121212 1212")  # with a space, as python-stdnum takes it (it read as nothing; a walk)
+    expect(reading).to_have_text("Looks like: Sweden · Born 12 Dec 1912")
     national_id.fill("131052-9030")  # a Swedish shape too, whose Luhn digit does not match: the Finnish number it is
     expect(page.get_by_label("Country")).to_have_value("fi")
     expect(reading).to_have_text("Looks like: Finland · Born 13 Oct 1952")
