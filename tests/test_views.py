@@ -437,7 +437,7 @@ def test_create_validation_messages(signed_in, sandbox, changes, message):
 
 
 def test_two_errors_of_one_field_read_as_two_sentences(signed_in):
-    """"Field cannot be longer than 20 characters.This is not a valid…": a description read out, or the text copied,
+    """ "Field cannot be longer than 20 characters.This is not a valid…": a description read out, or the text copied,
     ran them together (a new user's walk)."""
     page = create_form(signed_in("operator"), national_id="1" * 21)
     described = re.search(r'<div id="national_id-error" class="invalid-feedback">(.*?)</div>', page.text)[1]
