@@ -356,6 +356,25 @@ def test_the_incident_queue_keeps_its_words_whole_on_a_phone_in_every_language(p
     assert broken == dict.fromkeys(LANGUAGES, [])
 
 
+def test_the_incident_queue_and_the_flow_search_keep_to_the_smallest_phone_in_every_language(page, stack, shot):
+    """At 320 px (WCAG 1.4.10) the incident queue's Known for column was cut in every language, and the search
+    results' Created column in Finnish and Norwegian ("29.11.20", "Opprette"; a new user's walk)."""
+    synced = stack.portal_app.test_cli_runner().invoke(args=["flows", "sync", "--all", "--details", "100"])
+    assert synced.exit_code == 0, synced.output
+    sign_in(page, stack, "viewer")
+    wide = {}
+    lists = (
+        ("incidents", "/insights/incidents", "[data-testid=incident-table]"),
+        ("all", "/flows?archived=all", ".flows-table"),
+    )
+    for name, path, table in lists:
+        for language in on_a_phone_in_every_language(page, stack.url + path, shot, f"{name}-320", SMALLEST_PHONE):
+            expect(page.locator(f"{table} tbody tr").first).to_be_visible()
+            if not fits(page.locator(table).locator("xpath=..")):
+                wide[f"{name} {language}"] = page.locator(table).evaluate("table => table.scrollWidth")
+    assert wide == {}
+
+
 def test_each_event_names_its_flow_on_a_phone_in_every_language(page, stack, shot):
     """At 390 px an event's row showed its time, type and status only: which flow it concerns was on its own page
     (found by a new user). Each row's flow (its reference, or its shortened id) is in view beside the other cells,
