@@ -375,6 +375,16 @@ def test_the_incident_queue_and_the_flow_search_keep_to_the_smallest_phone_in_ev
     assert wide == {}
 
 
+def test_the_webhook_address_with_no_events_yet_keeps_to_the_smallest_phone(page, stack):
+    """The address events are posted to ran 2-7 px past its paragraph at 320 px (a new user's walk)."""
+    sign_in(page, stack, "viewer")
+    page.set_viewport_size(SMALLEST_PHONE)
+    page.goto(f"{stack.url}/events")
+    address = page.locator("p", has_text="/webhooks/flow")
+    expect(address).to_be_visible()
+    assert fits(address)
+
+
 def test_each_event_names_its_flow_on_a_phone_in_every_language(page, stack, shot):
     """At 390 px an event's row showed its time, type and status only: which flow it concerns was on its own page
     (found by a new user). Each row's flow (its reference, or its shortened id) is in view beside the other cells,
