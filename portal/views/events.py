@@ -15,6 +15,7 @@ from ..audit import record_audit
 from ..csvexport import csv_response
 from ..flowindex.gapcheck import unknown_flows
 from ..flowindex.observations import lifecycle_told
+from ..flowindex.search import flow_named
 from ..flowlinks import from_url_form, hidden_in_urls, left_untidy, sent_whole, url_form
 from ..masking import mask_flow_id
 from ..models import WebhookEvent, utc_now
@@ -113,6 +114,16 @@ def _search(filters: dict) -> dict:
     return {"event_type": filters.get("type"), "flow": filters.get("flow"), "unlinked": "unlinked" in filters}
 
 
+def _flow_id_started(filters: dict) -> str | None:
+    """The whole id of the one flow whose id the flow filter starts, as the lists show ids cut to eight characters
+    (`26028eb9`: no events matched, and nothing said why; a new user's walk); None for anything else."""
+    typed = filters.get("flow")
+    if not typed or "before" in filters:
+        return None
+    named = flow_named(typed)
+    return named if named and len(named) > len(typed) and named.lower().startswith(typed.lower()) else None
+
+
 @bp.get("")
 def index():
     """Received events, newest first, filtered by type, by flow id or reference, or to the unlinked ones."""
@@ -120,6 +131,8 @@ def index():
     if refused:
         return refused
     page = find_events(**_search(filters), before=before_argument(filters.get("before")), limit=PAGE_SIZE)
+    if not page.rows and (whole := _flow_id_started(filters)):
+        return redirect(url_for("events.index", **_in_url(filters | {"flow": whole})))
     next_url = url_for("events.index", **_in_url(filters | {"before": page.next_before})) if page.next_before else None
     unpaged = {name: value for name, value in filters.items() if name != "before"}
     return render_template(
