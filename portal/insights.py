@@ -75,9 +75,16 @@ def preset(kind: str, today: date, zone: str) -> DateRange:
     return DateRange(kind, today - timedelta(days=PRESET_DAYS[kind] - 1), today, zone)
 
 
+def asked_range(args) -> str:
+    """The kind of range the query string asks for. Days without a range (an address written by hand or shared)
+    are a custom range: they were ignored, silently (a new user's walk)."""
+    days_given = any(args.get(name, "").strip() for name in ("from", "to"))
+    return args.get("range", "").strip() or ("custom" if days_given else DEFAULT_RANGE)
+
+
 def parse_range(args, today: date, zone: str) -> tuple[DateRange, list[str]]:
     """The range the query string asks for, and what was wrong with it (then the last 7 days, or a capped range)."""
-    kind = args.get("range", DEFAULT_RANGE).strip() or DEFAULT_RANGE
+    kind = asked_range(args)
     if kind in PRESET_DAYS:
         return preset(kind, today, zone), []
     if kind != "custom":

@@ -242,6 +242,9 @@ def test_an_empty_index(make_portal):
         ("range=custom&from=0001-01-01&to=2026-03-02", "From: 0001-01-01 is outside the dates the insights can show."),
         ("range=custom&from=2026-03-02&to=9999-12-31", "To: 9999-12-31 is outside the dates"),
         ("range=custom&from=%3Cscript%3E&to=2026-03-02", "From: “<script>” is not a date"),
+        # days without a range, as an address written by hand or shared gives them: were ignored, silently (a walk)
+        ("from=2026-13-45", "From: “2026-13-45” is not a date"),
+        ("from=2026-03-08&to=2026-03-02", "The From date (8 Mar 2026) is after the To date (2 Mar 2026)"),
     ],
 )
 def test_a_range_that_cannot_be_used_is_named_and_the_last_7_days_shown(make_portal, query, message):
@@ -251,15 +254,18 @@ def test_a_range_that_cannot_be_used_is_named_and_the_last_7_days_shown(make_por
     assert any(message in problem for problem in problems), problems
     assert "Flows created from 4 Mar 2026 to 10 Mar 2026" in page.text
     assert "<script>" not in page.text.split('data-testid="insights"')[1]
-    if "range=custom" in query:  # a day typed stays in the form, to be put right; what a date field cannot show not
-        sent = dict(parse_qsl(query))  # (a new user's walk: Chromium warned of 2026-13-01 put back into the field)
+    if "from=" in query:  # a day typed stays in the form, to be put right; what a date field cannot show not (a new
+        sent = dict(parse_qsl(query))  # user's walk: Chromium warned of 2026-13-01 put back into the field)
         typed = {name: unescape(value) for name, value in re.findall(r'name="(from|to)" value="([^"]*)"', page.text)}
-        days = {
-            name: value if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) and value != "2026-02-30" else ""
-            for name in ("from", "to")
-            for value in [sent.get(name, "")]
-        }
-        assert typed == days
+        assert typed == {name: sent.get(name, "") if a_day(sent.get(name, "")) else "" for name in ("from", "to")}
+
+
+def a_day(value: str) -> bool:
+    """Whether a date field can show `value`: a real day written YYYY-MM-DD."""
+    try:
+        return bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}", value)) and date.fromisoformat(value) is not None
+    except ValueError:
+        return False
 
 
 def test_a_custom_range_longer_than_366_days_is_shortened(make_portal):

@@ -13,7 +13,7 @@ from flask_babel import gettext as _
 from .. import current
 from ..flowindex.observations import CONSENT_STATUSES
 from ..insight_rollups import PRECISION
-from ..insights import EXACT_PERCENTILE_DAYS, RANGES, insight, iso_day, local_today, parse_range
+from ..insights import EXACT_PERCENTILE_DAYS, RANGES, asked_range, insight, iso_day, local_today, parse_range
 from ..labels import status_label
 from ..presentation import local_date
 from ..roles import role_required
@@ -44,7 +44,7 @@ def index():
     span, problems = parse_range(request.args, local_today(now, zone), zone)
     figures = insight(span)
     typed = {"from": span.first.isoformat(), "to": span.last.isoformat()}
-    if span.kind != "custom" and request.args.get("range", "").strip() == "custom":  # shown instead: kept to correct
+    if span.kind != "custom" and asked_range(request.args) == "custom":  # shown instead: kept to correct
         typed = {name: _a_day_or_nothing(request.args.get(name, "")) for name in typed}
     return render_template(
         "insights/index.html",
