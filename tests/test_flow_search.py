@@ -690,6 +690,24 @@ def test_a_mistyped_national_id_finds_nothing_rather_than_every_flow(world):
         assert "Clear search" in shown.text and 'data-testid="export-csv"' not in shown.text
 
 
+def test_the_export_of_a_mistyped_national_id_holds_nothing_either(world):
+    """The list finds nothing for a mistyped id and offers no export, but its export address (the list's before,
+    a bookmark, typed) still exported every flow, each row written to that person's access log as read."""
+    with world.app.app_context():
+        accesses = db.session.query(AccessEntry).count()
+    for typed in ("15108695089", "131052-308X"):
+        answer = world.staff.get("/flows/export.csv", query_string={"q": typed, "archived": "all"})
+        while answer.status_code == 302:
+            assert typed not in answer.headers["Location"], answer.headers["Location"]
+            answer = world.staff.get(answer.headers["Location"])
+        assert answer.status_code == 200
+        assert answer.mimetype != "text/csv" or read_csv(answer) == [], typed
+        assert "not a valid one" in " ".join(flashes(answer)), flashes(answer)
+    with world.app.app_context():
+        assert db.session.query(AccessEntry).count() == accesses, "no person's access log names an export"
+        assert db.session.query(AuditEntry).filter_by(action="export_flows").count() == 0
+
+
 def test_search_needs_sign_in(world):
     anonymous = world.app.test_client()
     for path in ("/flows?q=bjorn", "/flows?archived=all", "/flows/export.csv", "/flows/LA-10001"):

@@ -394,6 +394,8 @@ def export():
         return _without_unusable_values(query, problems)
     if typed_whole(query, request.args.get("q", "")):
         return redirect(query.export_url())
+    if query.mistyped_id:  # searched without it, the export held every flow: back to the list, which says why
+        return redirect(query.url())
     if query.search.person and (refused := _refused_person_search(query.search.person)):  # as a search does
         return refused
     record_audit(current_user.username, "export_flows", query.describe())
