@@ -22,6 +22,7 @@ from sqlalchemy.sql import Select
 
 from . import insight_rollups as rollups
 from .extensions import db
+from .masking import mask_text
 from .models import FlowIncident, FlowRecord, UtcDateTime
 from .presentation import local_date
 
@@ -91,7 +92,7 @@ def parse_range(args, today: date, zone: str) -> tuple[DateRange, list[str]]:
         message = _(
             "“%(value)s” is not a range the insights know: choose today, 7 days, 30 days or a custom range. "
             "Showing the last 7 days.",
-            value=kind[:40],
+            value=mask_text(kind)[:40],  # a national id pasted into the wrong field is not shown whole
         )
         return preset(DEFAULT_RANGE, today, zone), [message]
     return _custom(args, today, zone)
@@ -137,7 +138,9 @@ def _read_day(value: str, label: str) -> tuple[date | None, str | None]:
         return None, _("A custom range needs a %(field)s date (YYYY-MM-DD).", field=label)
     day = iso_day(value)
     if day is None:
-        return None, _("%(field)s: “%(value)s” is not a date; write it as YYYY-MM-DD.", field=label, value=value[:40])
+        return None, _(
+            "%(field)s: “%(value)s” is not a date; write it as YYYY-MM-DD.", field=label, value=mask_text(value)[:40]
+        )
     if not EARLIEST <= day <= LATEST:
         return None, _("%(field)s: %(value)s is outside the dates the insights can show.", field=label, value=value)
     return day, None

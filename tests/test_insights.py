@@ -260,6 +260,21 @@ def test_a_range_that_cannot_be_used_is_named_and_the_last_7_days_shown(make_por
         assert typed == {name: sent.get(name, "") if a_day(sent.get(name, "")) else "" for name in ("from", "to")}
 
 
+@pytest.mark.parametrize(
+    "query",
+    ["from=15108695088", "to=811218-9876", "range=custom&from=2026-03-02&to=131052-308T", "range=15108695088"],
+)
+def test_a_national_id_typed_as_a_day_is_not_shown_whole(make_portal, query):
+    """Days without a range are now read, and what is not a day is quoted back: a national id pasted into the
+    wrong field (or an address shared with one) was shown whole on the page."""
+    page = viewer(make_portal()).get(f"/insights?{query}")
+    assert page.status_code == 200
+    problems = [unescape(text) for text in re.findall(r'data-testid="range-problem">([^<]+)<', page.text)]
+    assert problems and any("•" in problem for problem in problems), problems
+    for whole in ("15108695088", "811218-9876", "131052-308T"):
+        assert whole not in page.text
+
+
 def a_day(value: str) -> bool:
     """Whether a date field can show `value`: a real day written YYYY-MM-DD."""
     try:
