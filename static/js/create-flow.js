@@ -64,8 +64,13 @@ document.addEventListener("DOMContentLoaded", () => {
     } else if (code === "se") {
       month = +m[3];
       day = +m[4]; // a samordningsnummer (day + 60) is no personnummer: the server refuses it too
-      year = m[1] ? +(m[1] + m[2]) : 2000 + +m[2] - (m[5] === "+" ? 100 : 0); // "+": a hundred years old
-      if (!m[1] && Date.UTC(year, month - 1, day) > Date.now()) year -= 100; // ten digits name no century
+      if (m[1]) year = +(m[1] + m[2]);
+      else {
+        // Ten digits name no century: as python-stdnum, this century unless the year is ahead, a century less for
+        // "+" (a hundred years old); then, as the server, a day still ahead is a century earlier.
+        year = 2000 + +m[2] - (+m[2] > new Date().getFullYear() % 100 ? 100 : 0) - (m[5] === "+" ? 100 : 0);
+        if (Date.UTC(year, month - 1, day) > Date.now()) year -= 100;
+      }
     } else {
       const sign = m[4].toUpperCase();
       year = (sign === "+" ? 1800 : "ABCDEF".includes(sign) ? 2000 : 1900) + +m[3];

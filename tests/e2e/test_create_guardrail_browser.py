@@ -106,3 +106,24 @@ def test_a_number_whose_check_digit_does_not_match_is_said_as_it_is_typed(page, 
     national_id.fill("2611284122")
     expect(reading).to_have_text("Looks like: Sweden · Born 28 Nov 2026")
     assert console_errors == []
+
+
+def test_a_swedish_plus_reads_the_century_as_the_server_does(page, stack, console_errors):
+    """A "+" in ten digits says a hundred years or more: the server (python-stdnum) reads 811218+9876 as born in
+    1881, a century before 811218-9876. The reading took the century off 2081 only when the "+" was not there and
+    took 1981 for both; the year a "+" names is that of the "-" less a hundred, as the script read it before."""
+    sign_in(page, stack)
+    page.goto(f"{stack.url}/flows/new")
+    reading, national_id = page.get_by_test_id("id-reading"), page.get_by_label("National id")
+    page.clock.set_fixed_time(datetime(2026, 11, 29, 12, tzinfo=timezone.utc))
+    for typed, born in (
+        ("811218-9876", "18 Dec 1981"),
+        ("811218+9876", "18 Dec 1881"),
+        ("2612111803", "11 Dec 1926"),
+        ("261211+1803", "11 Dec 1926"),  # the server: 2026, a hundred years earlier for "+", not ahead: 1926
+        ("2611284122", "28 Nov 2026"),
+        ("261128+4122", "28 Nov 1926"),
+    ):
+        national_id.fill(typed)
+        expect(reading).to_have_text(f"Looks like: Sweden · Born {born}")
+    assert console_errors == []
