@@ -2,16 +2,18 @@
 
 from functools import cache
 from typing import Literal
+from urllib.parse import urlencode
 
 from babel import Locale
 from babel.dates import format_timedelta
 from babel.numbers import format_decimal, format_percent
-from flask import Blueprint, g, render_template, request
+from flask import Blueprint, flash, g, redirect, render_template, request, url_for
 from flask_babel import get_locale
 from flask_babel import gettext as _
 
 from .. import current
 from ..flowindex.observations import CONSENT_STATUSES
+from ..flowlinks import hidden_in_urls
 from ..insight_rollups import PRECISION
 from ..insights import EXACT_PERCENTILE_DAYS, RANGES, asked_range, insight, iso_day, local_today, parse_range
 from ..labels import status_label
@@ -39,6 +41,8 @@ def _a_day_or_nothing(value: str) -> str:
 @role_required("viewer")
 def index():
     """Counts by status, the funnel, time to decision and per-day series for today, 7 or 30 days or custom days."""
+    if any(hidden_in_urls(value) for value in request.args.values()):
+        return _without_national_ids()
     zone = current.settings().timezone
     now = current.now()
     span, problems = parse_range(request.args, local_today(now, zone), zone)
@@ -59,6 +63,14 @@ def index():
         exact_days=EXACT_PERCENTILE_DAYS,
         precision=PRECISION,
     )
+
+
+def _without_national_ids():
+    """The same address without the values that read as a national id (pasted into a day, or a shared address):
+    an address never keeps one (the flow and events lists seal theirs; here they have no use)."""
+    flash(_("A national id was left out of the address: the insights take days, written YYYY-MM-DD."), "warning")
+    kept = [(name, value) for name, value in request.args.items(multi=True) if not hidden_in_urls(value)]
+    return redirect(url_for("insights.index") + ("?" + urlencode(kept) if kept else ""))
 
 
 @bp.app_template_global("day_bar_layout")
