@@ -132,7 +132,9 @@ def portal_config(sandbox_url: str, database: str, **overrides) -> dict:
         "FLOW_CLIENT_SECRET": "demo-secret",
         "FLOW_SCOPES": ALL_CREATE_SCOPES,
         "FLOW_WEBHOOK_SECRETS": DEMO_WEBHOOK_SECRET,
-        "FLOW_READ_TIMEOUT": "5",
+        # Past what a loaded machine stalls for: with two runs at once a token took 9 s (a test that times out sets
+        # its own, shorter one).
+        "FLOW_READ_TIMEOUT": "15",
         "PORTAL_SECRET_KEY": "test-secret-key-0123456789",
         "PORTAL_INDEX_KEY": "test-index-key-0123456789",
         "PORTAL_DATABASE_URL": database,
