@@ -262,7 +262,13 @@ def test_a_range_that_cannot_be_used_is_named_and_the_last_7_days_shown(make_por
 
 @pytest.mark.parametrize(
     "query",
-    ["from=15108695088", "to=811218-9876", "range=custom&from=2026-03-02&to=131052-308T", "range=15108695088"],
+    [
+        "from=15108695088",
+        "to=811218-9876",
+        "range=custom&from=2026-03-02&to=131052-308T",
+        "range=15108695088",
+        "range=custom&from=2026-03-02&from=15108695088&to=2026-03-08",  # a name given twice, the id second
+    ],
 )
 def test_a_national_id_typed_as_a_day_is_not_shown_whole(make_portal, query):
     """Days without a range are now read, and what is not a day is quoted back: a national id pasted into the
