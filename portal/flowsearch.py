@@ -13,7 +13,7 @@ from flask_babel import gettext as _
 from werkzeug.datastructures import MultiDict
 
 from .flowindex.keys import NationalId
-from .flowindex.search import FlowSearch, Position, flow_named, person_searched
+from .flowindex.search import FlowSearch, Position, flows_named, person_searched
 from .flowlinks import NATIONAL_ID_SHAPE, SEALED, from_url_form, sealed_anew, sent_whole, url_form
 from .forms import FlowSearchForm
 from .i18n import as_sentence
@@ -59,6 +59,7 @@ class SearchQuery:
     national_id: NationalId | None  # the search box held a national id (to be looked up by its hash)
     form: FlowSearchForm
     mistyped_id: bool  # the box held what looks like a national id but is none: kept there to be corrected
+    named_flow: str | None = None  # the one flow whose reference or flow id (or its start) the search text is
 
     @property
     def positioned(self) -> bool:
@@ -157,7 +158,10 @@ def read_search(args) -> tuple[SearchQuery, list[Problem]]:
     raw |= {name: position.token for name, position in (("after", after), ("before", before)) if position}
     text = raw.get("q") or None
     national_id = (person_searched(text) or _one_id_among_words(text)) if text else None
-    mistyped_id = bool(text and national_id is None and _mistyped_id(text))
+    named = flows_named(text) if text and national_id is None else []
+    # About one random flow id in 40 begins with eight digits, and its start as the lists show it ("11595624-8854")
+    # has a Swedish personnummer's shape: the flows it starts win (read as a mistyped id, it found nothing; CI).
+    mistyped_id = bool(text and national_id is None and NATIONAL_ID_SHAPE.fullmatch(text) and not named)
     if form.q.data and not mistyped_id:  # the box shows it as the address holds it (sealed when it holds an id),
         form.q.data = url_form(form.q.data)  # as the events box; a mistyped id as typed, for its digit to be fixed
     query = SearchQuery(
@@ -169,6 +173,7 @@ def read_search(args) -> tuple[SearchQuery, list[Problem]]:
         national_id=national_id,
         form=form,
         mistyped_id=mistyped_id,
+        named_flow=named[0] if len(named) == 1 else None,
     )
     return query, problems
 
@@ -194,13 +199,6 @@ def _opened(values: dict[str, str]) -> tuple[dict[str, str], list[Problem]]:
     if text is None:  # as the events list says
         return values | {"q": ""}, [Problem(_("A filter value was not valid and was left out."))]
     return values | {"q": text}, []
-
-
-def _mistyped_id(text: str) -> bool:
-    """Whether text that is no national id has the shape of one. About one random flow id in 40 begins with eight
-    digits, and its start as the lists show it ("11595624-8854") has a Swedish personnummer's shape: the flow it
-    starts wins (read as a mistyped id, it found nothing; a run of CI)."""
-    return bool(NATIONAL_ID_SHAPE.fullmatch(text)) and flow_named(text) is None
 
 
 def typed_whole(query: SearchQuery, sent: str) -> bool:

@@ -99,12 +99,17 @@ def person_searched(text: str) -> NationalId | None:
     return next((number for number, hashed in zip(readings, hashes, strict=True) if hashed in held), readings[0])
 
 
-def flow_named(text: str) -> str | None:
-    """The flow id of the one flow whose reference or flow id is `text` (in any letter case), or whose flow id starts
-    with it (8 hex digits or more, as the lists show ids cut), else None."""
+def flows_named(text: str, most: int = 2) -> list[str]:
+    """The flow ids (at most `most`) of the flows whose reference or flow id is `text` (in any letter case), or
+    whose flow id starts with it (8 hex digits or more, as the lists show ids cut)."""
     if len(text) > MAX_IDENTIFIER or not text.isprintable():
-        return None  # no reference or flow id looks like this (and PostgreSQL refuses a NUL)
-    found = db.session.scalars(select(FlowRecord.flow_id).where(_identifier_clause(text)).limit(2)).all()
+        return []  # no reference or flow id looks like this (and PostgreSQL refuses a NUL)
+    return list(db.session.scalars(select(FlowRecord.flow_id).where(_identifier_clause(text)).limit(most)))
+
+
+def flow_named(text: str) -> str | None:
+    """The flow id of the one flow `text` names (`flows_named`), else None."""
+    found = flows_named(text)
     return found[0] if len(found) == 1 else None
 
 

@@ -248,8 +248,8 @@ def _search():
         return _by_national_id(query, problems)
     if problems:
         return _without_unusable_values(query, problems)
-    if query.text and not query.positioned and (flow_id := flow_named(query.text)):
-        return redirect(url_for("flows.detail", flow_id=flow_id))  # its address holds nothing typed
+    if query.text and not query.positioned and query.named_flow:
+        return redirect(url_for("flows.detail", flow_id=query.named_flow))  # its address holds nothing typed
     # Nor text that holds one; and the search box's empty fields are left out of the address.
     if typed_whole(query, request.args.get("q", "")) or left_untidy(request.args, DEFAULTS):
         return redirect(query.url(**{name: query.args[name] for name in ("after", "before") if name in query.args}))
