@@ -90,6 +90,31 @@ def infer_country(value: str | None) -> str | None:
     return found[0] if found else None
 
 
+_FI_WITH_A_SPACE = re.compile(r"\d{6} \d{3}[0-9A-Y]", re.IGNORECASE)
+
+
+def why_not_an_id(value: str) -> str:
+    """What is wrong with text that has the shape of a national id but is none, said so that it can be fixed: as
+    the number of the country whose shape it has, else what a new user typed ("131052 308T"), else generally."""
+    candidate = value.strip()
+    if country := infer_country(candidate):
+        try:
+            valid_number(country, candidate)
+        except ValidationError as error:
+            reason = next((text for kind, text in PROBLEMS if isinstance(error, kind)), _l("it is not valid"))
+            return _(
+                "That looks like a national id but is not a valid one: as a %(name)s, %(reason)s.",
+                name=NUMBERS[country][1],
+                reason=reason,
+            )
+    if _FI_WITH_A_SPACE.fullmatch(candidate):
+        return _(
+            "That looks like a national id but is not a valid one: a Finnish henkilötunnus has its century sign"
+            " where the space is (- for people born in the 1900s, A for the 2000s)."
+        )
+    return _("That looks like a national id but is not a valid one: check its digits.")
+
+
 def birth_date_of(country: str, value: str) -> date | None:
     """The birth date a valid number of `country` says, or None."""
     try:

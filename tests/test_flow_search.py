@@ -695,6 +695,23 @@ def test_a_mistyped_national_id_stays_in_the_box_and_out_of_the_address(empty_in
         assert targets and not any(typed in target or typed[:6] in target for target in targets), targets
 
 
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        ("15108695089", "as a Norwegian fødselsnummer, its check digit does not match — look for a mistyped digit."),
+        ("131052A308T", "as a Finnish henkilötunnus, its date of birth or individual number is not possible."),
+        ("1234561234", "as a Swedish personnummer, its date of birth or individual number is not possible."),
+        ("131052 308T", "a Finnish henkilötunnus has its century sign where the space is"),
+        ("131052-12345", "check its digits."),
+    ],
+)
+def test_a_mistyped_national_id_is_told_what_to_fix(empty_index, typed, said):
+    """ "Check its digits" for every mistake, where a space stood for the century sign (a new user's walk)."""
+    answer = empty_index.get("/flows", query_string={"q": typed}, follow_redirects=True)
+    told = " ".join(flashes(answer))
+    assert told.startswith("That looks like a national id but is not a valid one: ") and said in told, told
+
+
 def test_a_mistyped_national_id_finds_nothing_rather_than_every_flow(world):
     """Under the warning came "30 flows" and the whole list, with no Clear search: someone skimming took them for
     the person's (a new user's walk). Nothing is searched now, and the page says so."""

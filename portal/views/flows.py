@@ -76,6 +76,7 @@ from ..i18n import as_sentence, grouped, request_words
 from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query, past_the_cursor, within_the_page_size
 from ..masking import mask_flow_id, mask_national_id, mask_text
 from ..models import FlowRecord, utc_now
+from ..nationalid import why_not_an_id
 from ..presentation import shown
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..roles import role_required
@@ -263,7 +264,7 @@ def _search():
     if query.before and page.previous_before is None:
         return redirect(query.url())  # back at the start: the first page, whole
     if nothing:
-        flash(_("That looks like a national id but is not a valid one: check its digits."), "warning")
+        flash(why_not_an_id(query.args.get("q", "")), "warning")
     person = _audit_person_search(query, page.rows)
     counts = {} if nothing else status_counts(query.search)
     return render_template(
