@@ -296,17 +296,17 @@ def _http_error(error: HTTPException):
     return render_error(error.code or 500, title, advice, retry=error.code in RETRY_LATER)
 
 
-def csrf_error_page(error: CSRFError):
-    """A form whose security token expired: "Try again" goes back to the page the form was on."""
+def csrf_error_page(error: CSRFError, retry_url: str | None = None):
+    """A form whose security token expired: "Try again" goes back to the page the form was on (or `retry_url`)."""
     return render_error(
         400,
         _l("Your session expired"),
         _l("The form was open too long or you signed out meanwhile. Reload the page and try again."),
-        retry_url=_page_of_the_form(),
+        retry_url=retry_url or page_of_the_form(),
     )
 
 
-def _page_of_the_form() -> str | None:
+def page_of_the_form() -> str | None:
     """The portal page that sent this request (its Referer), when that is one of ours."""
     try:
         parts = urlsplit(request.referrer or "")

@@ -1138,6 +1138,35 @@ def test_a_language_changed_on_the_sign_in_page_a_link_elsewhere_led_to_still_as
     assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text
 
 
+def test_an_expired_sign_in_form_a_link_elsewhere_led_to_still_asks_first_when_tried_again(make_app):
+    """A sign-in form open too long answers "Your session expired" with Try again: that link went back to the
+    sign-in page without its mark, so the sign-in opened the export another site chose without asking."""
+    app = make_app()
+    client, username = app.test_client(), add_user(app, role="viewer")
+    same = {"Sec-Fetch-Site": "same-origin"}
+    way_in = f"/login?{urlencode({'next': '/flows/export.csv?archived=all'})}"
+    page = client.get(way_in, headers={"Sec-Fetch-Site": "cross-site"})
+    fields = dict(re.findall(r'<input id="([a-z_]+)" name="\1" type="hidden" value="([^"]*)"', page.text))
+    assert fields["elsewhere"] == "1"
+    sent = {k: html.unescape(v) for k, v in fields.items()} | {"username": username, "password": PASSWORD}
+    expired = client.post(
+        "/login", data=sent | {"csrf_token": "expired"}, headers=same | {"Referer": f"http://localhost{way_in}"}
+    )
+    assert expired.status_code == 400
+    again = html.unescape(re.search(r'<a class="btn btn-primary" href="([^"]+)">Try again</a>', expired.text)[1])
+    assert again.startswith("/login?") and again.count("elsewhere=1") == 1, again
+    page = client.get(again, headers=same)
+    fields = dict(re.findall(r'<input id="([a-z_]+)" name="\1" type="hidden" value="([^"]*)"', page.text))
+    assert fields["elsewhere"] == "1"
+    signed_in = client.post(
+        "/login",
+        data={k: html.unescape(v) for k, v in fields.items()} | {"username": username, "password": PASSWORD},
+        headers=same,
+    )
+    asked = client.get(signed_in.headers["Location"], headers=same)
+    assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text
+
+
 def test_a_sign_in_from_the_portal_s_own_page_goes_straight_on(make_app):
     """The question is for a way back another site chose: a sign-in reached from the portal itself is not asked."""
     app = make_app(WTF_CSRF_ENABLED=False)

@@ -11,7 +11,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 from .. import current, metrics
 from ..accounts import find_account, find_sso_account, record_sign_in, remember_language
 from ..audit import record_audit
-from ..errors import csrf_error_page
+from ..errors import csrf_error_page, page_of_the_form
 from ..flowlinks import SEALED, from_url_form, hidden_in_urls, is_local_path, sealed_address
 from ..forms import ConfirmForm, KeptCreateInput, LoginForm
 from ..i18n import LANGUAGES, language_changed
@@ -149,6 +149,9 @@ def expired_form(error: CSRFError):
         form = LoginForm()
         kept = None if followed_from_another_site() else form.kept.form
         return _on_after_sign_in(form.next.data, kept)
+    if request.endpoint == "auth.login":  # Try again: the sign-in page, still led to from another site
+        page = page_of_the_form()
+        return csrf_error_page(error, _carrying_the_mark(page) if page else None)
     if request.endpoint != "auth.set_language":
         return csrf_error_page(error)
     flash(_("The page was open too long to change its language: choose the language again."), "warning")
@@ -168,7 +171,11 @@ def set_language():
 
 def _back_from_the_language_form() -> str:
     """The page the language form was on; a sign-in page a link on another site led to says so in its address."""
-    back = safe_next(request.form.get("next"))
+    return _carrying_the_mark(safe_next(request.form.get("next")))
+
+
+def _carrying_the_mark(back: str) -> str:
+    """`back`, and when it is the sign-in page a link on another site led to (the form sent says so), saying so."""
     parts = urlsplit(back)
     if request.form.get("elsewhere") != "1" or parts.path != url_for("auth.login"):
         return back
