@@ -20,7 +20,7 @@ from portal.flowapi import (
     build_client,
 )
 from portal.flowapi.errors import TokenRequestRefused
-from portal.flowapi.tokens import FAILURE_MEMORY, ClientCredentialsProvider
+from portal.flowapi.tokens import FAILURE_MEMORY, MAX_LIFETIME, ClientCredentialsProvider
 from portal.settings import load_settings
 
 FRESH = object()  # stands for a new access token, numbered by the stand-in
@@ -296,24 +296,43 @@ def test_a_token_without_expires_in_is_kept_until_the_api_refuses_it(idp, make_p
 
 
 @pytest.mark.parametrize("expires_in", ["5m", "²", "", 0, -5, True, float("inf"), {"seconds": 300}, [300]])
-def test_an_unreadable_expires_in_is_diagnosed_as_such(idp, make_provider, expires_in):
+def test_a_token_with_an_unreadable_expires_in_is_used_until_the_api_refuses_it(
+    idp, make_provider, clock, caplog, expires_in
+):
+    """Refused, it stopped every page, though the API may well take the token (a stand-in): it is used as a token
+    without a lifetime is, and the log says why it has none."""
     idp.answers = [ok(expires_in=expires_in)]
-    with pytest.raises(UpstreamProtocolError) as raised:
-        make_provider().token()
-    assert raised.value.code == "token_malformed"
-    assert "expires_in" in str(raised.value) and "number of seconds" in str(raised.value)
-    assert "not a JSON object" not in str(raised.value)
+    provider = make_provider()
+    token = provider.token()
+    assert token == "token-1" and provider.describe()["lifetime"] is None
+    assert "expires_in" in caplog.text and "not a positive number of seconds" in caplog.text
+    clock.now += 86400
+    assert provider.token() == token and idp.requests == 1
+    provider.invalidate(token)
+    assert provider.token() == "token-2"
 
 
 @pytest.mark.parametrize(
     ("expires_in", "shown"),
     [({"seconds": 300}, "(an object)"), ([300], "(a list)"), ("5" * 50, "'" + "5" * 39)],  # a value: its first 40
 )
-def test_an_expires_in_that_is_no_value_is_named_by_its_kind(idp, make_provider, expires_in, shown):
+def test_an_expires_in_that_is_no_value_is_named_by_its_kind(idp, make_provider, caplog, expires_in, shown):
     idp.answers = [ok(expires_in=expires_in)]
-    with pytest.raises(UpstreamProtocolError) as raised:
-        make_provider().token()
-    assert f"expires_in {shown} is not a positive number of seconds" in str(raised.value)
+    make_provider().token()
+    assert f"expires_in {shown} is not a positive number of seconds" in caplog.text
+
+
+@pytest.mark.parametrize("expires_in", [2147483647, "2147483647", 1e12])
+def test_a_lifetime_of_more_than_ten_years_is_read_as_ten(idp, make_provider, clock, caplog, expires_in):
+    """2147483647 is how some identity providers say "never": refused, it stopped every page (a stand-in)."""
+    idp.answers = [ok(expires_in=expires_in)]
+    provider = make_provider(leeway=30)
+    assert provider.token() == "token-1" and provider.describe()["lifetime"] == MAX_LIFETIME
+    assert "over ten years" in caplog.text
+    clock.now += MAX_LIFETIME - 31
+    assert provider.token() == "token-1"
+    clock.now += 2
+    assert provider.token() == "token-2"
 
 
 # -- answers that are not a token ----------------------------------------------------------------

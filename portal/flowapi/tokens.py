@@ -1,6 +1,7 @@
 """Bearer tokens for the Flow Service: client credentials (seed §5.1) or a self-signed JWT (§5.3)."""
 
 import copy
+import json
 import logging
 import math
 import re
@@ -268,7 +269,20 @@ def _read_token_answer(response: requests.Response) -> requests.Response:
     if error is not None:
         raise _oauth_error(error, description, response.status_code)
     body = _usable(response, body)
-    _lifetime(body.get("expires_in"))  # refuse a bad one here, before authlib converts it with int()
+    return _with_a_readable_lifetime(response, body)
+
+
+def _with_a_readable_lifetime(response: requests.Response, body: dict[str, Any]) -> requests.Response:
+    """The answer with its `expires_in` as `_lifetime` reads it: authlib converts it with int(), and an answer it
+    cannot convert ("5m", an object) would fail a token the API may well take."""
+    raw = body.get("expires_in")
+    lifetime = _lifetime(raw)
+    if lifetime != raw or type(lifetime) is not type(raw):
+        if lifetime is None:
+            del body["expires_in"]
+        else:
+            body["expires_in"] = lifetime
+        response._content = json.dumps(body).encode()  # what authlib reads next (requests keeps the body there)
     return response
 
 
@@ -362,7 +376,9 @@ def _json_object(response: requests.Response) -> dict[str, Any] | None:
 
 
 def _lifetime(value: object) -> int | float | None:
-    """`expires_in` as seconds: a number or a string of ASCII digits; None when absent (RFC 6749 §5.1)."""
+    """`expires_in` as seconds: a number or a string of ASCII digits, at most `MAX_LIFETIME`; None when absent (RFC
+    6749 §5.1) or unreadable ("5m", 0, -5), which leaves the token in use until the API refuses it (then renewed
+    once, as a token without a lifetime). Either is logged: refusing the token stopped every page (a stand-in)."""
     if value is None:
         return None
     seconds: int | float | None = None
@@ -372,11 +388,17 @@ def _lifetime(value: object) -> int | float | None:
         isinstance(value, float) and math.isfinite(value)
     ):
         seconds = value
-    if seconds is None or not 0 < seconds <= MAX_LIFETIME:
+    if seconds is not None and seconds > MAX_LIFETIME:  # 2147483647: "never", in some identity providers' words
+        log.warning("flowapi: the identity provider's expires_in %s is over ten years: renewed after ten", seconds)
+        return MAX_LIFETIME
+    if seconds is None or seconds <= 0:
         shown = _description(repr(value)[:40]) if isinstance(value, str | int | float) else f"({_kind(value)})"
-        raise UpstreamProtocolError(
-            f"The identity provider's expires_in {shown} is not a positive number of seconds", code="token_malformed"
+        log.warning(
+            "flowapi: the identity provider's expires_in %s is not a positive number of seconds: the token is used"
+            " until the Flow API refuses it, then renewed",
+            shown,
         )
+        return None
     return seconds
 
 
