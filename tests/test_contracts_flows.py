@@ -204,8 +204,23 @@ def test_the_services_field_errors_land_on_the_fields_whatever_their_spelling(up
     for message in ("Too short", "Not https", "Not accepted"):
         assert text.count(f"The Flow Service says: {message}") == 1, message
     assert text.index("Too short") > text.index('name="last_name"') > text.index("Not accepted")
-    assert "The Flow Service did not accept the flow: Above the limit" in text, "a field the form lacks: said above"
-    assert "Invalid" not in text, "the general words are left out when a field error could not be placed"
+    # The service's own words, then a field the form lacks, named (a stand-in: "weird" alone, the words dropped).
+    assert "The Flow Service did not accept the flow: Invalid; loanAmount: Above the limit" in text
+
+
+def test_the_services_words_about_the_whole_request_are_said_beside_its_field_errors(upstream_app):
+    refusal = {
+        "title": "Validation failed",
+        "detail": "The national id is not valid",
+        "invalid-params": [{"name": "nationalId", "reason": "checksum mismatch"}],
+    }
+    _, page = create_answered(upstream_app, 400, refusal)
+    text = unescape(page.text)
+    assert "The Flow Service says: checksum mismatch" in text
+    assert "The Flow Service did not accept the flow: The national id is not valid" in text
+    field_only = {"invalid-params": [{"name": "nationalId", "reason": "checksum mismatch"}]}
+    _, page = create_answered(upstream_app, 400, field_only)
+    assert "did not accept the flow" not in unescape(page.text), "no reason but the field's: said under it alone"
 
 
 def test_a_refusal_without_field_errors_says_the_services_reason(upstream_app):

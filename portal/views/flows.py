@@ -984,8 +984,20 @@ def _attach_upstream_errors(form: CreateFlowForm, error: ValidationFailed | Conf
         field = getattr(form, name, None)
         if field is not None:
             field.errors = [*field.errors, _("The Flow Service says: %(message)s", message=detail.message)]
-        else:
-            unplaced.append(detail.message)
-    if unplaced or not error.details:
-        reasons = "; ".join(unplaced) or error.reason or upstream_explained(error)
-        flash(_("The Flow Service did not accept the flow: %(reasons)s", reasons=reasons), "danger")
+        else:  # named as the service named it: "weird" alone said nothing (a stand-in)
+            unplaced.append(f"{detail.field}: {detail.message}" if detail.field else detail.message)
+    said = _words_about_the_whole(error)
+    reasons = [said] if said and said not in unplaced else []
+    if reasons or unplaced or not error.details:
+        reasons_said = "; ".join([*reasons, *unplaced]) or upstream_explained(error)
+        flash(_("The Flow Service did not accept the flow: %(reasons)s", reasons=reasons_said), "danger")
+
+
+def _words_about_the_whole(error: ValidationFailed | Conflict) -> str | None:
+    """The service's reason when it is its own words about the request ("Validation failed", a detail): dropped
+    beside field complaints, they were lost (a stand-in); None when the reason is only those complaints again."""
+    made_of_complaints = (
+        "; ".join(f"{detail.field}: {detail.message}" for detail in error.details),
+        "; ".join(detail.message for detail in error.details if not detail.field),
+    )
+    return None if error.reason in made_of_complaints else error.reason
