@@ -246,11 +246,16 @@ def upstream_status(error: FlowApiError) -> int:
     return _upstream_page(error)[1]
 
 
-def upstream_error_page(error: FlowApiError):
-    _kind, status, title, advice, retry = _upstream_page(error)
+def log_upstream_error(error: FlowApiError) -> None:
+    """One line for a failure of the Flow Service a page met: what support's code on the page finds."""
     log.warning(
         "flow service error on %r: %s (%r): %r", request.path, type(error).__name__, error.support_code, str(error)
     )
+
+
+def upstream_error_page(error: FlowApiError):
+    _kind, status, title, advice, retry = _upstream_page(error)
+    log_upstream_error(error)
     return render_error(
         status,
         title,

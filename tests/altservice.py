@@ -89,7 +89,7 @@ CHOICES = {
         "latin1",
     ),
     "token": ("ok", "refuse", "invalid_request", "unavailable", "endless", "redirect"),
-    "list_body": ("whole", "endless", "trickle"),
+    "list_body": ("whole", "endless", "trickle", "data_null"),
 }
 
 
@@ -648,7 +648,12 @@ def trickle(document: bytes):
         time.sleep(TRICKLE_PAUSE)
 
 
-BODY_STYLES = {"endless": endless, "trickle": trickle}
+def data_null(document: bytes):
+    """A list answer whose `data` is null: no array of flows at all."""
+    yield json.dumps(json.loads(document) | {"data": None}).encode()
+
+
+BODY_STYLES = {"endless": endless, "trickle": trickle, "data_null": data_null}
 
 
 def slice_page(paging: str, chosen: list[AltFlow], limit: int, padding: int = 0) -> tuple[list[AltFlow], bool, dict]:

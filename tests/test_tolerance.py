@@ -384,6 +384,19 @@ def test_an_answer_without_end_is_cut_off_at_its_limit_with_an_error_page(staff,
     assert get(staff, "/flows").status_code == 200, "the next answer is read as ever"
 
 
+def test_a_list_answer_of_a_shape_the_portal_cannot_read_is_logged_with_its_support_code(staff, alt, caplog):
+    """`"data": null`: the index instead, as for any failure, but with no support code on the page and no line in
+    the log, nothing told support what the service had sent (a helper's stand-in)."""
+    alt.set(list_body="data_null")
+    page = get(staff, "/flows")
+    assert "The Flow Service sent something unexpected, so these flows come from the portal&#39;s index" in page.text
+    code = re.search(r"\(for support: ([^)]+)\)", page.text)
+    assert code and code[1].startswith("unreadable_answer · "), "a code and the request id the service was sent"
+    logged = [record.getMessage() for record in caplog.records if "flow service error" in record.getMessage()]
+    assert logged and "no data array" in logged[-1] and unescape(code[1]) in unescape(logged[-1]), logged
+    alt.set(list_body="whole")
+
+
 def test_an_identity_provider_answer_without_end_is_cut_off_at_its_limit(staff, alt):
     alt.set(token="endless")
     page = get(staff, "/flows")

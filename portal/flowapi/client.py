@@ -6,8 +6,9 @@ from contextlib import contextmanager
 from typing import NamedTuple, TypeVar
 from urllib.parse import quote
 
+from .. import requestid
 from ..settings import Settings
-from .errors import EndpointNotFound, NotFound, ValidationFailed
+from .errors import EndpointNotFound, NotFound, UpstreamProtocolError, ValidationFailed
 from .problems import read_problem, says_it_failed
 from .records import CreatedFlow, FlowDetail, FlowPage, FlowSummary
 from .tokens import ClientCredentialsProvider, SelfSignedJwtProvider, TokenProvider
@@ -44,7 +45,9 @@ class FlowClient:
         if ending_before:
             params["ending_before"] = ending_before
         with _required_endpoint("flow list"):
-            return FlowPage.from_json(self.transport.get("/api/flows", params))
+            payload = self.transport.get("/api/flows", params)
+        with _read_as_sent():
+            return FlowPage.from_json(payload)
 
     def listed_item(self, flow_id: str, archived: bool) -> FlowSummary | None:
         """The flow's own item in the list of current (or archived) flows: the list alone says a consent status.
@@ -84,7 +87,21 @@ class FlowClient:
 
     def get_flow(self, flow_id: str) -> FlowDetail:
         """The full flow, from the spec's retrieve path `/api/applications/<id>`."""
-        return FlowDetail.from_json(self.transport.get(f"/api/applications/{quote(flow_id, safe='')}"), flow_id)
+        payload = self.transport.get(f"/api/applications/{quote(flow_id, safe='')}")
+        with _read_as_sent():
+            return FlowDetail.from_json(payload, flow_id)
+
+
+@contextmanager
+def _read_as_sent() -> Iterator[None]:
+    """An answer of a shape the portal cannot read ("no data array") names the request it answered, for support:
+    a code and the request id the service was sent (as an HTTP error does)."""
+    try:
+        yield
+    except UpstreamProtocolError as error:
+        error.code = error.code or "unreadable_answer"
+        error.request_id = error.request_id or requestid.current()
+        raise
 
 
 @contextmanager

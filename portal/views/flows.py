@@ -19,6 +19,7 @@ from ..audit import record_audit
 from ..csvexport import csv_response
 from ..errors import (
     csrf_error_page,
+    log_upstream_error,
     render_error,
     service_away,
     upstream_explained,
@@ -228,6 +229,7 @@ def _index_instead(error: FlowApiError, query: ListQuery):
     """The live list failed: the portal's own index instead, current and archived flows together (an index list of
     one tab would have the live list's address, which asks the service again), at the page size asked for; the
     notice says why. It cannot loop: no call there."""
+    log_upstream_error(error)  # a list of the wrong shape left no trace but the page (a stand-in)
     support = _(" (for support: %(code)s)", code=error.support_code) if error.support_code else ""
     flash(
         _(
