@@ -6,6 +6,7 @@ import secrets
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
@@ -70,7 +71,7 @@ from ..flowindex.status import (
     statuses_of_page,
 )
 from ..flowindex.store import apply_observations, index_record
-from ..flowlinks import SEALED, hidden_in_urls, left_untidy, sealed_anew, url_form
+from ..flowlinks import SEALED, hidden_in_urls, left_untidy, sealed_address, sealed_anew, url_form
 from ..flowsearch import DEFAULTS, Problem, SearchQuery, read_search, tie_left_out, typed_whole, wants_index
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, KeptCreateInput, LoginForm, RevealForm
 from ..i18n import as_sentence, grouped, request_words
@@ -242,6 +243,19 @@ def _index_instead(error: FlowApiError, query: ListQuery):
     )
     limit = query.limit if query.limit != DEFAULT_LIMIT else None
     return redirect(url_for("flows.index", archived="all", limit=limit))
+
+
+@bp.post("/search")
+def search_sent():
+    """The search box, sent: on to the search's own address, a national id in it (or what has the shape of one)
+    sealed, so that no address holds it, not even the first (a new user's walk: the GET form put it in the address
+    a proxy's log keeps before the list took it out). Empty fields and defaults are left out, as the list would."""
+    kept = [
+        (name, value.strip())
+        for name, value in request.form.items(multi=True)
+        if name != "csrf_token" and value.strip() and value.strip() != DEFAULTS.get(name)
+    ]
+    return redirect(sealed_address(f"{url_for('flows.index')}?{urlencode(kept)}", shapes=True))
 
 
 def _search():
