@@ -14,7 +14,7 @@ from support import add_user, form_data, sign_in, submission_token
 from test_contracts_flowapi import Upstream
 
 from portal.extensions import db
-from portal.models import CreateSubmission, FlowRecord
+from portal.models import AuditEntry, CreateSubmission, FlowRecord
 from portal.security import CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY
 
 SENT_ALREADY = "was sent already"
@@ -221,6 +221,28 @@ def test_the_services_words_about_the_whole_request_are_said_beside_its_field_er
     field_only = {"invalid-params": [{"name": "nationalId", "reason": "checksum mismatch"}]}
     _, page = create_answered(upstream_app, 400, field_only)
     assert "did not accept the flow" not in unescape(page.text), "no reason but the field's: said under it alone"
+
+
+@pytest.mark.parametrize(
+    ("body", "shown"),
+    [
+        ({"flowId": "8d7c2b47-1111-4222-8333-944455556666", "referenceId": "15108695088"}, "Flow 151086••••• was"),
+        ({"referenceId": "LA-131052-308T"}, "accepted the flow LA-131052-•••• but"),
+    ],
+)
+def test_a_reference_that_holds_a_national_id_is_masked_in_the_created_message(upstream_app, body, shown):
+    """The message named the flow by its reference as the service sent it (an attack: "Flow 15108695088 was
+    created."), and a message waits in the session cookie, signed, not encrypted, until it is shown."""
+    app, upstream = upstream_app
+    upstream.answers(201, json.dumps(body))
+    staff = operator_of(app)
+    staff.post("/flows/new", data=form_data(staff))
+    with staff.session_transaction() as session:
+        said = " ".join(message for _category, message in session.get("_flashes", []))
+    assert shown in said and "15108695088" not in said and "131052-308T" not in said, said
+    with app.app_context():
+        targets = [entry.target for entry in db.session.query(AuditEntry).filter_by(action="create_flow")]
+    assert targets and not any("15108695088" in target or "131052-308T" in target for target in targets), targets
 
 
 def test_a_refusal_without_field_errors_says_the_services_reason(upstream_app):

@@ -834,8 +834,17 @@ def _flows_waiting_for(form: CreateFlowForm) -> list[FlowRecord]:
 def _audit_create(form: CreateFlowForm, created) -> None:
     person = mask_national_id(form.national_id.data)
     another = " · another flow for the person, asked for" if form.another_flow.data else ""
-    named = created.flow_id or created.reference_id or "a flow the service did not name"
+    named = _named(created.reference_id if not created.flow_id else None, created.flow_id)
+    named = named or "a flow the service did not name"
     record_audit(current_user.username, "create_flow", f"{named} ({person}){another}")
+
+
+def _named(reference: str | None, flow_id: str | None) -> str | None:
+    """A flow as a message names it: its reference, else its id, either masked where it reads as a national id (an
+    attack: a service whose references are national ids had "Flow 15108695088 was created." said)."""
+    if reference:
+        return mask_text(reference)
+    return mask_flow_id(flow_id) if flow_id else None
 
 
 def _created(token: str, created):
@@ -845,7 +854,7 @@ def _created(token: str, created):
         if created.reference_id:
             said = _(
                 "The Flow Service accepted the flow %(reference)s but did not say its id: find it in the flow list.",
-                reference=created.reference_id,
+                reference=mask_text(created.reference_id),
             )
         else:
             said = _(
@@ -854,7 +863,7 @@ def _created(token: str, created):
         flash(said, "success")
         return redirect(url_for("flows.index"))
     settle_submission(token, created.flow_id, created.reference_id)
-    shown = created.reference_id or mask_flow_id(created.flow_id)  # a flash lives in the session cookie a while
+    shown = _named(created.reference_id, created.flow_id)  # a flash lives in the session cookie a while
     flash(_("Flow %(reference)s was created.", reference=shown), "success")
     return redirect(url_for("flows.detail", flow_id=created.flow_id))
 
@@ -915,7 +924,7 @@ def _resent_unconfirmed(form: CreateFlowForm, sent_at: datetime):
         found = UNSURE
     if isinstance(found, FlowSummary) and found.id:
         settle_submission(token, found.id, found.reference_id)
-        shown = found.reference_id or mask_flow_id(found.id)
+        shown = _named(found.reference_id, found.id)
         flash(_("The Flow Service had created flow %(reference)s after all; it was not sent again.", reference=shown))
         return redirect(url_for("flows.detail", flow_id=found.id))
     if found is NOT_CREATED:
