@@ -4,6 +4,7 @@ import ipaddress
 import unicodedata
 from datetime import date
 
+from flask import request
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_babel import lazy_pgettext
@@ -114,7 +115,22 @@ class KeptCreateInput(Form):
         return {field.short_name: field.data for field in self if field is not self.typed_by and field.data}
 
 
-class LoginForm(FlaskForm):
+SENT_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})  # Flask-WTF's: a form is read from these
+
+
+class PortalForm(FlaskForm):
+    """Every form of the portal: its fields are read from the form as sent, never from an upload or a JSON body under
+    a field's name (Flask-WTF reads both), which reached validators made for text (an attack: a 500 on /login)."""
+
+    class Meta:
+        def wrap_formdata(self, form, formdata):
+            if formdata is None or hasattr(formdata, "getlist"):  # handed in by the view
+                return formdata
+            # Flask-WTF's default, "from the request": the form as sent (a JSON body not read: a list broke it too)
+            return request.form if request.method in SENT_METHODS and request.form else None
+
+
+class LoginForm(PortalForm):
     username = StringField(
         _l("Username"),
         validators=[DataRequired(), Length(max=80), printable],
@@ -137,11 +153,11 @@ class LoginForm(FlaskForm):
         return bool(self.username.data)
 
 
-class ConfirmForm(FlaskForm):
+class ConfirmForm(PortalForm):
     """A form with nothing but its CSRF token, for POST-only actions (sign out, reveal)."""
 
 
-class RevealForm(FlaskForm):
+class RevealForm(PortalForm):
     """Why a national id is revealed: one of the configured purposes, or another said in words."""
 
     purpose = SelectField(_l("Purpose"), validators=[DataRequired(message=_l("Choose why you need the full id."))])
@@ -176,7 +192,7 @@ class RevealForm(FlaskForm):
 OTHER_PURPOSE = "other"
 
 
-class CreateFlowForm(FlaskForm):
+class CreateFlowForm(PortalForm):
     country = SelectField(_l("Country"))
     national_id = StringField(
         _l("National id"),
@@ -272,7 +288,7 @@ ROLE_NAMES = {
 ROLE_CHOICES = [SelectChoice(role, ROLE_NAMES[role]) for role in ROLES]
 
 
-class NewUserForm(FlaskForm):
+class NewUserForm(PortalForm):
     username = StringField(
         _l("Username"), validators=[DataRequired(), Length(max=80), printable], render_kw={"autocomplete": "off"}
     )
@@ -300,7 +316,7 @@ class NewUserForm(FlaskForm):
     submit = SubmitField(_l("Create user"))
 
 
-class UserChangeForm(FlaskForm):
+class UserChangeForm(PortalForm):
     """One account's row: a new role, or disable/enable. The role by its name alone: what each may do is said on the
     new account's form, and a phone's table cell has room for a name only (found by a new user)."""
 
@@ -322,7 +338,7 @@ def within_years(form, field) -> None:
         )
 
 
-class FlowSearchForm(FlaskForm):
+class FlowSearchForm(PortalForm):
     """The search box and filters of the flow list: a GET form, its state all in the query string.
 
     `after`/`before` are keyset positions and `person` the keyed hash a national id was turned into;
@@ -384,7 +400,7 @@ class FlowSearchForm(FlaskForm):
             raise ValidationError(_("The end of the date range is before its start."))
 
 
-class AuditFilterForm(FlaskForm):
+class AuditFilterForm(PortalForm):
     """The audit log's filters: a GET form, so every filtered page and its export is an address."""
 
     class Meta:
@@ -409,7 +425,7 @@ class AuditFilterForm(FlaskForm):
             raise ValidationError(_("The end of the date range is before its start."))
 
 
-class RejectedFilterForm(FlaskForm):
+class RejectedFilterForm(PortalForm):
     """Which refused deliveries to show: one reason, one sending address (a GET form)."""
 
     class Meta:
@@ -443,7 +459,7 @@ class RejectedFilterForm(FlaskForm):
             ) from None
 
 
-class SubjectLookupForm(FlaskForm):
+class SubjectLookupForm(PortalForm):
     """A person's national id, typed by an admin to see who looked at their data (a POST: the id is no URL), and
     their country when the number is valid in more than one."""
 
@@ -457,6 +473,8 @@ class SubjectLookupForm(FlaskForm):
     )
 
     def validate_country(self, field) -> None:
+        if field.data not in ("", *COUNTRY_NAMES):  # refused by its choices already (an attack: a KeyError here)
+            return
         readings = national_id_readings(self.national_id.data)
         countries = ", ".join(str(COUNTRY_NAMES[number.country]) for number in readings)
         if field.data and readings and field.data not in {number.country for number in readings}:
@@ -477,7 +495,7 @@ class SubjectLookupForm(FlaskForm):
             )
 
 
-class OlderAccessesForm(FlaskForm):
+class OlderAccessesForm(PortalForm):
     """Another page of a person's access log: the subject key the look-up found (no national id) and where the page
     shown ends (empty: the newest entries again). The page writes both; a person never types them."""
 

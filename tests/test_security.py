@@ -5,6 +5,7 @@ import base64
 import hashlib
 import hmac
 import html
+import io
 import json
 import logging
 import re
@@ -1251,3 +1252,46 @@ def test_an_address_no_parser_reads_in_origin_or_referer_is_another_site_never_a
         answer = viewer.get(path, headers=header)
         assert answer.status_code < 500, path
         assert 'data-testid="asked-to-continue"' in viewer.get(path, headers=header, follow_redirects=True).text
+
+
+# -- fields sent as something else than typed text -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "role", "fields", "as_file"),
+    [
+        ("/login", None, {"password": "x"}, "username"),
+        ("/flows/new", "operator", {"country": "no", "national_id": "16822548834"}, "last_name"),
+        ("/admin/users", "admin", {"role": "viewer"}, "username"),
+        ("/admin/users", "admin", {"username": "someone"}, "password"),
+    ],
+)
+def test_a_field_sent_as_a_file_is_a_form_error_not_a_500(make_app, path, role, fields, as_file):
+    """Flask-WTF reads an upload under a field's name as the field: a validator made for text failed on it with a
+    500 and a traceback in the log, on /login before any sign-in or throttle (an attack)."""
+    app = make_app(WTF_CSRF_ENABLED=False)
+    client = app.test_client()
+    if role:
+        assert sign_in(client, add_user(app, role=role)).status_code == 302
+    answer = client.post(path, data=fields | {as_file: (io.BytesIO(b"demo"), "a.txt")})
+    assert answer.status_code in (200, 400, 422), answer.status_code
+    assert "Something went wrong" not in answer.text
+
+
+@pytest.mark.parametrize("body", [[1, 2], {"username": {"a": 1}, "password": "x"}, "text"])
+def test_a_sign_in_sent_as_json_is_no_500(make_app, body):
+    """Flask-WTF reads a JSON body as the form too: a list broke it, an object under a field's name reached text
+    validators (an attack's neighbour). Only a form as sent is read."""
+    answer = make_app(WTF_CSRF_ENABLED=False).test_client().post("/login", json=body)
+    assert answer.status_code in (200, 400), answer.status_code
+    assert "Something went wrong" not in answer.text
+
+
+def test_a_country_no_form_offers_is_said_not_a_500(make_app):
+    """A country outside the choices reached the country check's look-up of its name: a KeyError (an attack)."""
+    app = make_app(WTF_CSRF_ENABLED=False)
+    admin = app.test_client()
+    assert sign_in(admin, add_user(app, role="admin")).status_code == 302
+    for path in ("/admin/subjects", "/admin/access"):
+        answer = admin.post(path, data={"national_id": "131052-308T", "country": "zz", "export": "Export as JSON"})
+        assert answer.status_code in (200, 400) and "Not a valid choice" in answer.text, (path, answer.status_code)
