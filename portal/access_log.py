@@ -15,10 +15,10 @@ from sqlalchemy import func, select
 from . import current
 from .extensions import db
 from .flowindex.keys import NationalId, national_id_readings, read_national_id
+from .jsondepth import MAX_DEPTH
 from .masking import id_spellings_in_text, is_national_id_key, national_id_in_number
 from .models import AccessEntry, FlowRecord
 from .paging import KeysetPage, newest_first
-from .webhooks.receiver import MAX_DEPTH
 
 FLOW_DETAIL = "flow_detail"
 REVEAL = "reveal"

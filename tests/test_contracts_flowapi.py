@@ -366,3 +366,18 @@ def test_a_ten_digit_timestamp_in_the_services_json_stays_readable():
 )
 def test_each_outcome_of_a_call_has_its_metrics_word(error, kind):
     assert outcome_kind(error) == kind
+
+
+def test_an_answer_nested_deeper_than_any_flow_is_refused_at_the_edge(client, upstream):
+    """A flow nested some 330 levels deep was read, and the flow page's masking met Python's recursion limit: a 500
+    (an attack). Past 64 levels, as a webhook, a 2xx is a protocol error; an error answer's body goes unread."""
+    deep = '{"flow": {"id": "f-1", "status": "Opened", "data": ' + "[" * 400 + "]" * 400 + "}}"
+    upstream.answers(200, deep)
+    with pytest.raises(UpstreamProtocolError) as raised:
+        client.get_flow("f-1")
+    assert raised.value.code == "too_deep" and "nested deeper than 64 levels" in str(raised.value)
+    upstream.answers(404, '{"error": "not_found", "detail": ' + "[" * 400 + "]" * 400 + "}")
+    with pytest.raises(NotFound):
+        client.get_flow("f-1")
+    upstream.answers(200, '{"flow": {"id": "f-1", "status": "Opened", "data": ' + "[" * 60 + "]" * 60 + "}}")
+    assert client.get_flow("f-1").flow_id == "f-1", "as deep as a webhook may be: read"

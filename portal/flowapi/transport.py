@@ -19,6 +19,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from .. import metrics, requestid
+from ..jsondepth import MAX_DEPTH, nests_deeper_than
 from .bounded import AnswerTooLarge, read_within_bounds
 from .errors import (
     Conflict,
@@ -307,7 +308,17 @@ def _json_in_declared_charset(response: requests.Response) -> Any:
 
 def _parse(response: requests.Response, request_id: str, method: str) -> Reply:
     status = response.status_code
-    payload = _json_or_none(response)
+    # Deeper than any answer of the spec, the pages' masking and JSON would meet Python's recursion limit (an
+    # attack: a 500 at some 330 levels): a protocol error for a 2xx, an error answer's body unread.
+    too_deep = nests_deeper_than(response.content, MAX_DEPTH)
+    payload = None if too_deep else _json_or_none(response)
+    if too_deep and 200 <= status < 300:
+        raise UpstreamProtocolError(
+            f"The Flow Service sent JSON nested deeper than {MAX_DEPTH} levels",
+            status=status,
+            code="too_deep",
+            request_id=request_id,
+        )
     # What a POST made may be named by its address alone: a 201 whose body is words ("Created"), or a 303 to it.
     names_what_it_made = method == "POST" and bool(response.headers.get("Location"))
     if 200 <= status < 300 or (status == 303 and names_what_it_made):

@@ -4,7 +4,6 @@ No sign-in and no CSRF here (the signature is the authentication); nothing else 
 """
 
 import json
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 from .. import current, metrics
 from ..extensions import csrf
 from ..flowindex.feed import saw_event
+from ..jsondepth import MAX_DEPTH, nests_deeper_than
 from ..settings import Settings
 from ..throttle import REJECTED_DELIVERIES_PER_NETWORK, ThrottleUnavailable, client_address, network_of, throttle
 from .diagnosis import Delivery, Diagnosis, diagnose
@@ -35,8 +35,6 @@ from .store import (
 )
 
 KEPT_HEADERS = ("webhook-id", "webhook-timestamp", "user-agent", "content-type")
-MAX_DEPTH = 64
-_JSON_TOKEN = re.compile(rb'\\.|["\[\]{}]', re.DOTALL)  # an escape, a quote or a bracket; never backtracks
 
 Answer = tuple[Response, int]
 
@@ -164,27 +162,6 @@ def _too_old(settings: Settings, timestamp: str | None) -> bool:
     """An event that says it happened before the retention window: its id may have been forgotten since."""
     moment = storable_moment(timestamp)
     return moment is not None and moment < datetime.now(timezone.utc) - timedelta(days=settings.event_retention_days)
-
-
-def nests_deeper_than(body: bytes, limit: int) -> bool:
-    """Whether the brackets of a JSON text nest past `limit`, brackets in strings ignored; no recursion."""
-    if body.count(b"[") + body.count(b"{") <= limit:
-        return False
-    depth = 0
-    in_string = False
-    for match in _JSON_TOKEN.finditer(body):
-        token = match.group()
-        if token == b'"':
-            in_string = not in_string
-        elif in_string or len(token) == 2:
-            continue
-        elif token in (b"[", b"{"):
-            depth += 1
-            if depth > limit:
-                return True
-        else:
-            depth -= 1
-    return False
 
 
 def _int_or_text(digits: str) -> int | str:
