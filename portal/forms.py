@@ -3,6 +3,7 @@
 import ipaddress
 import unicodedata
 from datetime import date
+from urllib.parse import urlsplit
 
 from flask import request
 from flask_babel import gettext as _
@@ -54,6 +55,9 @@ def printable(form, field) -> None:
 def http_url(form, field) -> None:
     if field.data and not is_http_url(field.data.strip()):
         raise ValidationError(_("Enter a full address starting with https:// (or http://), without spaces."))
+    if field.data and "@" in urlsplit(field.data.strip()).netloc:
+        # The service keeps the address, and the flow's page shows it to every role (an attack).
+        raise ValidationError(_("Leave the user name and password out of the address (the part before @)."))
 
 
 # Besides letters and their accents (any script): what names are written with. Space; hyphens and dashes (- ‐ ‑ –);

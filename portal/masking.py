@@ -256,7 +256,19 @@ def mask_document(document: Any) -> Any:
         return [mask_document(item) for item in document]
     if isinstance(document, int | float) and not isinstance(document, bool):
         return _masked_number(document)
-    return mask_flow_id(document)  # a value that is a UUID (an event's or a flow's id) is shown whole, as the pages do
+    # A value that is a UUID (an event's or a flow's id) is shown whole, as the pages do.
+    return hide_url_passwords(mask_flow_id(document)) if isinstance(document, str) else document
+
+
+_URL_PASSWORD = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#@]+@")
+
+
+def hide_url_passwords(text: str) -> str:
+    """The text with the password of each address in it (scheme://user:password@host) hidden: a flow's webhook
+    address may hold one, and every role reads the flow page (an attack)."""
+    if "@" not in text or "://" not in text:
+        return text
+    return _URL_PASSWORD.sub(r"\1" + MASK * 3 + "@", text)
 
 
 def _masked_number(number: int | float):

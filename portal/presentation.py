@@ -28,7 +28,7 @@ from .labels import (
     role_label,
     status_label,
 )
-from .masking import mask_document, mask_flow_id, mask_national_id, mask_text
+from .masking import hide_url_passwords, mask_document, mask_flow_id, mask_national_id, mask_text
 
 STATUS_TONES = {
     "Unopened": "neutral",
@@ -209,7 +209,7 @@ def shown(value) -> str:
         return "—"
     if isinstance(value, bool):
         return _("Yes") if value else _("No")
-    return with_unseen_named(mask_text(str(value)))
+    return with_unseen_named(hide_url_passwords(mask_text(str(value))))
 
 
 # Characters a reader cannot see that change what the text around them seems to say: control characters, the

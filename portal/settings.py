@@ -222,8 +222,17 @@ def is_http_url(value: str) -> bool:
     except ValueError:  # "http://[::1" and the like
         return False
     return (
-        parts.scheme in ("http", "https") and bool(parts.hostname) and port_ok and not any(c.isspace() for c in value)
+        parts.scheme in ("http", "https")
+        and _is_a_host(parts.hostname)
+        and port_ok
+        and not any(c.isspace() for c in value)
     )
+
+
+def _is_a_host(name: str | None) -> bool:
+    """A name or an address a host can have: letters of any script, digits, dots, hyphens, underscores (a compose
+    service's name); colons in an IPv6 address ("http://%00/" went to the Flow Service, an attack)."""
+    return bool(name) and all(c.isalnum() or c in ".-_:" for c in name or "")
 
 
 def _token_url(read: _Reader) -> str:

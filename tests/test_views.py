@@ -450,6 +450,33 @@ def test_create_keeps_what_was_typed_after_an_error(signed_in):
     assert 'value="15108695089"' in page.text and 'value="Ødegård"' in page.text
 
 
+def test_a_password_in_a_flow_s_addresses_is_hidden_from_every_role(signed_in, sandbox):
+    """A flow's webhook address may hold a user name and password (sent to the service some other way than the
+    portal's form): the flow page showed them to viewers too, in its fields and in the raw answer (an attack)."""
+    flow_id = sandbox.create(webhookUrl="https://hooks:s3cr3t-pw@lender.example/hooks")["flowId"]
+    page = signed_in("viewer").get(f"/flows/{flow_id}")
+    assert page.status_code == 200 and "s3cr3t-pw" not in page.text
+    assert "https://hooks:•••@lender.example/hooks" in page.text
+
+
+@pytest.mark.parametrize(
+    ("field", "typed", "said"),
+    [
+        ("webhook_url", "https://hooks:s3cr3t@lender.example/hooks", "Leave the user name and password out"),
+        ("redirect_url", "https://someone@lender.example/done", "Leave the user name and password out"),
+        ("redirect_url", "http://%00/", "Enter a full address starting with https://"),
+        ("webhook_url", "https://lender!.example/hooks", "Enter a full address starting with https://"),
+    ],
+)
+def test_an_address_with_a_password_or_no_real_host_is_not_sent(signed_in, sandbox, field, typed, said):
+    """The form sent "http://user:pass@host/" and "http://%00/" to the service, which keeps an address and shows it
+    (an attack)."""
+    client = signed_in("operator")
+    answer = client.post("/flows/new", data=form_data(client, **{field: typed}))
+    assert answer.status_code in (200, 400, 422) and said in unescape(answer.text), answer.status_code
+    assert sandbox.stats()["flows_created"] == 0
+
+
 @pytest.mark.parametrize("another_flow", ["y", ""])
 def test_a_resent_form_creates_one_flow(app, signed_in, sandbox, another_flow):
     """Sent again (a double click, Reload), the form is answered as the first send was: a redirect to its flow. Not

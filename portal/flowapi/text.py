@@ -4,7 +4,7 @@ import logging
 import re
 from typing import Any
 
-from ..masking import mask_text
+from ..masking import hide_url_passwords, mask_text
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]")
 
 def redact(text: Any) -> str:
     """The text with every national id in it masked, as everywhere else; "" for anything not text."""
-    return mask_text(text) if isinstance(text, str) else ""
+    return hide_url_passwords(mask_text(text)) if isinstance(text, str) else ""
 
 
 def looks_internal(text: str) -> bool:
