@@ -1074,6 +1074,7 @@ def test_a_stored_delivery_is_answered_with_the_headers_every_answer_carries(hoo
     assert answer.headers["Content-Type"] == "application/json"
     assert answer.headers["X-Request-Id"] == "delivery-7"
     assert answer.headers["X-Content-Type-Options"] == "nosniff" and "Content-Security-Policy" in answer.headers
+    assert answer.headers["Cache-Control"] == "no-store", "as the view's JSON (an attack's note)"
     [row] = stored(hook_app)
     assert row.event_id == headers["webhook-id"] and row.source_ip == "127.0.0.1"
     assert json.loads(row.headers)["webhook-id"] == headers["webhook-id"]

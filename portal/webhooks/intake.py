@@ -41,7 +41,8 @@ class WebhookIntake:
         self.wsgi_app = wsgi_app
         self.flask_app = flask_app
         self.settings: Settings = flask_app.extensions["portal.settings"]
-        self.headers = list(headers.items())
+        # As the Flask path's JSON answers: kept by no cache (an attack's note: the fast lane's had no Cache-Control).
+        self.headers = list((headers | {"Cache-Control": "no-store"}).items())
 
     def __call__(self, environ: "WSGIEnvironment", start_response: "StartResponse") -> Iterable[bytes]:
         if environ.get("PATH_INFO") != self.settings.webhook_path or environ.get("REQUEST_METHOD") != "POST":
