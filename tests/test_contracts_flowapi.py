@@ -381,3 +381,14 @@ def test_an_answer_nested_deeper_than_any_flow_is_refused_at_the_edge(client, up
         client.get_flow("f-1")
     upstream.answers(200, '{"flow": {"id": "f-1", "status": "Opened", "data": ' + "[" * 60 + "]" * 60 + "}}")
     assert client.get_flow("f-1").flow_id == "f-1", "as deep as a webhook may be: read"
+
+
+def test_the_look_up_of_a_flow_in_the_list_makes_no_call_past_its_time(client, upstream):
+    """A flow's item is read beside a neighbour, up to three calls a tab: with a slow list a flow's page waited for
+    six in a row, 21 s (a stand-in). Past the caller's time no further call is made."""
+    upstream.answers(200, json.dumps({"data": [{"id": "f-older", "status": "Opened"}], "has_more": True}))
+    assert client.listed_item("f-1", archived=False) is None and upstream.calls == 2, "the neighbour, then around it"
+    calls = upstream.calls
+    with pytest.raises(UpstreamTimeout) as raised:
+        client.listed_item("f-1", archived=False, in_time=lambda: False)
+    assert upstream.calls == calls + 1 and raised.value.code == "slow_list"

@@ -4,6 +4,7 @@ Whatever the service chooses where the spec is silent, the pages never loop, nev
 a word, never answer 500 and never show the service's internals.
 """
 
+import itertools
 import math
 import re
 import time
@@ -672,6 +673,19 @@ def test_a_refresh_whose_list_cannot_show_the_flow_says_so(staff, alt, switch):
     assert "refreshed from the Flow Service" in page.text
     assert "did not show this flow: its consent status is what the portal last knew" in page.text
     assert alt.counts["list"] - lists <= 6, "the page's own look for the answer: no walk either"
+
+
+def test_a_refresh_stops_asking_a_slow_list_for_the_flow_past_its_time(app, staff, alt):
+    """Up to six list calls in a row, each as slow as the list: a flow's page took 21 s (a stand-in). The clock the
+    portal reads moves a second at each look here, so the look-up's few seconds pass after a call or two."""
+    flow = alt.by_number(42)
+    alt.set(paging="ignore_cursor")  # the list never shows the flow: every call a look-up may make
+    moments = itertools.count(time.time(), 1.0)
+    app.extensions["portal.clock"] = lambda: next(moments)
+    lists = alt.counts["list"]
+    answer = staff.post(f"/flows/{flow.id}/refresh")
+    assert answer.status_code == 302
+    assert alt.counts["list"] - lists < 4, "no call once the look-up's time had passed (4 without a limit)"
 
 
 # -- creating a flow ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from .. import requestid
 from ..settings import Settings
-from .errors import EndpointNotFound, NotFound, UpstreamProtocolError, ValidationFailed
+from .errors import EndpointNotFound, NotFound, UpstreamProtocolError, UpstreamTimeout, ValidationFailed
 from .problems import read_problem, says_it_failed
 from .records import CreatedFlow, FlowDetail, FlowPage, FlowSummary
 from .tokens import ClientCredentialsProvider, SelfSignedJwtProvider, TokenProvider
@@ -49,19 +49,28 @@ class FlowClient:
         with _read_as_sent():
             return FlowPage.from_json(payload)
 
-    def listed_item(self, flow_id: str, archived: bool) -> FlowSummary | None:
+    def listed_item(
+        self, flow_id: str, archived: bool, in_time: Callable[[], bool] = lambda: True
+    ) -> FlowSummary | None:
         """The flow's own item in the list of current (or archived) flows: the list alone says a consent status.
 
         The list has no filter by id, so the item is read beside a neighbour (DESIGN's cursors): the flow just
         older than it, then the one page of one item right before that one, which is this flow. At most three
-        calls, whatever the service answers: never a walk through the list.
+        calls, whatever the service answers: never a walk through the list. Each call after the first is made
+        only while `in_time()`, else UpstreamTimeout (a slow list kept a flow's page waiting for six in a row).
         """
+
+        def one(starting_after: str | None = None, ending_before: str | None = None) -> FlowPage:
+            if not in_time():
+                raise UpstreamTimeout("The flow list answered too slowly to look the flow up in it", code="slow_list")
+            return self.list_flows(1, archived, starting_after, ending_before)
+
         if older := self.list_flows(limit=1, archived=archived, starting_after=flow_id).first_id:
-            around = self.list_flows(limit=1, archived=archived, ending_before=older)
-        elif newer := self.list_flows(limit=1, archived=archived, ending_before=flow_id).first_id:
-            around = self.list_flows(limit=1, archived=archived, starting_after=newer)
+            around = one(ending_before=older)
+        elif newer := one(ending_before=flow_id).first_id:
+            around = one(starting_after=newer)
         else:  # the only flow of the list, if it is in it at all
-            around = self.list_flows(limit=1, archived=archived)
+            around = one()
         return next((item for item in around.items if item.id == flow_id), None)
 
     def create_flow(

@@ -550,6 +550,9 @@ def _read_from_the_list(flow: FlowDetail) -> bool:
 
 
 LIST_ASKED_AGAIN_AFTER = 300  # seconds
+# A flow's page asks the list for the flow's item (up to six calls) only for this long: past it, no next call
+# (a slow list made the page wait 21 s, a stand-in). The status is then the index's, as when the list lacks it.
+LIST_LOOKUP_SECONDS = 3
 MOST_REMEMBERED = 1024
 
 
@@ -648,9 +651,18 @@ def _listed(flow: FlowDetail) -> tuple[FlowSummary, bool] | None:
     round), and whether it was the archived list; None when neither shows it or the list cannot be read."""
     record = index_record(flow.flow_id)
     archived_first = flow.status == "cancelled" or bool(record and record.archived)
+    clock = current.clock()
+    give_up_at = clock() + LIST_LOOKUP_SECONDS
+
+    def in_time() -> bool:
+        return clock() < give_up_at
+
     for archived in (archived_first, not archived_first):
+        if not in_time():
+            log.warning("flow refresh: the list answered too slowly to look in the other one")
+            return None
         try:
-            item = flow_client().listed_item(flow.flow_id, archived)
+            item = flow_client().listed_item(flow.flow_id, archived, in_time)
         except (NotFound, ValidationFailed):  # a service that takes no cursor outside its list
             continue
         except FlowApiError as error:
