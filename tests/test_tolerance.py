@@ -675,13 +675,13 @@ def test_a_refresh_whose_list_cannot_show_the_flow_says_so(staff, alt, switch):
     assert alt.counts["list"] - lists <= 6, "the page's own look for the answer: no walk either"
 
 
-def test_a_refresh_stops_asking_a_slow_list_for_the_flow_past_its_time(app, staff, alt):
+def test_a_refresh_stops_asking_a_slow_list_for_the_flow_past_its_time(staff, alt):
     """Up to six list calls in a row, each as slow as the list: a flow's page took 21 s (a stand-in). The clock the
     portal reads moves a second at each look here, so the look-up's few seconds pass after a call or two."""
     flow = alt.by_number(42)
     alt.set(paging="ignore_cursor")  # the list never shows the flow: every call a look-up may make
     moments = itertools.count(time.time(), 1.0)
-    app.extensions["portal.clock"] = lambda: next(moments)
+    staff.application.extensions["portal.clock"] = lambda: next(moments)
     lists = alt.counts["list"]
     answer = staff.post(f"/flows/{flow.id}/refresh")
     assert answer.status_code == 302
