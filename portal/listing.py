@@ -166,13 +166,19 @@ def past_the_cursor(after: str | None, page: FlowPage) -> tuple[FlowPage, int]:
 
 def within_the_page_size(page: FlowPage, limit: int, before: bool = False) -> tuple[FlowPage, int]:
     """`page` cut to the `limit` flows asked for when the service sent more (a page of 20,000 made a page of 29 MB),
-    and how many were sent; whole when the service names its own next position (cut, the rest could not be asked
-    for). Next (or Previous, going `before` a flow: the flows nearest it are kept) goes on from the flows shown."""
+    and how many were sent (0: as many as asked). Next (or Previous, going `before` a flow: the flows nearest it are
+    kept) goes on from the flows shown. When the service names its own next position the flows sent are all shown
+    (cut, the rest could not be asked for), up to `MOST_ROWS`: the page says so (`flows._more_than_asked`)."""
     sent = len(page.items)
-    if sent <= limit or page.next_position is not None:
+    if sent <= limit:
         return page, 0
+    if page.next_position is not None:
+        return replace(page, items=page.items[:MOST_ROWS]), sent
     kept = page.items[-limit:] if before else page.items[:limit]
     return replace(page, items=kept, has_more=True), sent
+
+
+MOST_ROWS = 500  # a page of 500 rows is about 700 kB of HTML
 
 
 def repeats_previous_page(after: str | None, previous: str | None, page: FlowPage) -> bool:

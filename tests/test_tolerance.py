@@ -473,6 +473,28 @@ def test_a_page_with_more_flows_than_asked_for_shows_as_many_as_asked_and_goes_o
     assert [flow_id for flow_id in current if f'href="/flows/{flow_id}"' in following.text] == current[10:20]
 
 
+def test_a_page_with_more_flows_than_asked_behind_its_own_next_position_shows_them_all_and_says_so(staff, alt):
+    """Cut, the flows past the page size could not be asked for again (the service's next page goes on after the
+    last it sent): all are shown, as before, but it was unsaid (a stand-in: 5,000 rows for 10)."""
+    alt.set(oversized=2, paging="next_cursor")
+    current = [flow.id for flow in alt.flows if not flow.archived]
+    page = get(staff, "/flows")
+    assert "The Flow Service sent 20 flows where 10 were asked for: all are shown" in page.text
+    assert [flow_id for flow_id in current if f'href="/flows/{flow_id}"' in page.text] == current[:20]
+
+
+def test_a_page_far_bigger_than_asked_behind_its_own_next_position_is_cut_and_says_how_many_are_not_shown(
+    staff, alt, monkeypatch
+):
+    monkeypatch.setattr("portal.listing.MOST_ROWS", 15)
+    alt.set(oversized=2, paging="next_cursor")
+    current = [flow.id for flow in alt.flows if not flow.archived]
+    page = get(staff, "/flows")
+    said = "sent 20 flows where 10 were asked for: the first 15 are shown, and the other 5 cannot be"
+    assert said in page.text
+    assert [flow_id for flow_id in current if f'href="/flows/{flow_id}"' in page.text] == current[:15]
+
+
 def test_a_list_whose_json_begins_with_a_byte_order_mark_is_read(staff, alt):
     alt.set(byte_order_mark=True)
     page = get(staff, "/flows")

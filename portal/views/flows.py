@@ -176,16 +176,32 @@ def _as_asked(query: ListQuery, page: FlowPage, notices: list[str]) -> FlowPage:
         )
     page, sent = within_the_page_size(page, query.limit, before=bool(query.before))
     if sent:
-        words = request_words().language
-        notices.append(
-            _(
-                "The Flow Service sent %(sent)s flows where %(asked)s were asked for: the first %(asked)s are shown, "
-                "and Next goes on from there.",
-                sent=grouped(sent, words),
-                asked=grouped(query.limit, words),
-            )
-        )
+        notices.append(_more_than_asked(sent, len(page.items), query.limit, page.next_position is not None))
     return page
+
+
+def _more_than_asked(sent: int, shown: int, asked: int, its_own_next: bool) -> str:
+    """What a page that came with more flows than asked for shows of them (a stand-in: 5,000 rows for 10, unsaid)."""
+    words = request_words().language
+    numbers = {name: grouped(number, words) for name, number in (("sent", sent), ("asked", asked), ("shown", shown))}
+    numbers["left"] = grouped(sent - shown, words)
+    if not its_own_next:
+        return _(
+            "The Flow Service sent %(sent)s flows where %(asked)s were asked for: the first %(asked)s are shown, "
+            "and Next goes on from there.",
+            **numbers,
+        )
+    if shown == sent:
+        return _(
+            "The Flow Service sent %(sent)s flows where %(asked)s were asked for: all are shown, as its next page "
+            "goes on after the last of them.",
+            **numbers,
+        )
+    return _(
+        "The Flow Service sent %(sent)s flows where %(asked)s were asked for: the first %(shown)s are shown, and "
+        "the other %(left)s cannot be, as its next page goes on after the last flow it sent.",
+        **numbers,
+    )
 
 
 # The archived tab holding at least 3 flows the current list showed within the hour, half its page or more, is a
