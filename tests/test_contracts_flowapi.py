@@ -14,7 +14,7 @@ from altservice import LAST_NAME_REASON
 from altservice import PORTAL_SETTINGS as ALT_SETTINGS
 from flask import Flask, Response
 from stdnum import luhn
-from support import jwt_settings, portal_config, production_settings
+from support import Clock, jwt_settings, portal_config, production_settings
 
 from portal.flowapi import (
     Conflict,
@@ -32,6 +32,7 @@ from portal.flowapi import (
     ValidationFailed,
     build_client,
 )
+from portal.flowapi.client import Clock as ClientClock
 from portal.flowapi.errors import outcome_kind
 from portal.flowapi.retrying import backoff_seconds, retry_after_seconds
 from portal.flowapi.text import redact
@@ -392,3 +393,34 @@ def test_the_look_up_of_a_flow_in_the_list_makes_no_call_past_its_time(client, u
     with pytest.raises(UpstreamTimeout) as raised:
         client.listed_item("f-1", archived=False, in_time=lambda: False)
     assert upstream.calls == calls + 1 and raised.value.code == "slow_list"
+
+
+@pytest.fixture
+def clocked(sandbox, upstream):
+    """The client of the stand-in on a clock the test moves: (client, clock), a retry budget of 3 s."""
+    clock = Clock()
+    config = portal_config(sandbox.url, "sqlite://", FLOW_API_URL=upstream.url, FLOW_RETRY_BUDGET="3")
+    return build_client(load_settings(config, testing=True), ClientClock(clock, clock.sleep)), clock
+
+
+def test_a_503_s_retry_after_is_waited_as_a_429_s_is(clocked, upstream):
+    """RFC 9110: a 503 may say when to come back. It was ignored: retries after 0.1 s and 0.37 s (a stand-in)."""
+    client, clock = clocked
+    upstream.answers(200, '{"data": []}')
+    client.list_flows()  # the token, first
+    upstream.answers(503, '{"error": "maintenance"}', **{"Retry-After": "2"})
+    with pytest.raises(UpstreamUnavailable):
+        client.list_flows()
+    assert clock.slept == [2.0], "waited as asked, then no second wait past the budget"
+
+
+@pytest.mark.parametrize("said", ["0", "Thu, 01 Jan 2015 00:00:00 GMT"])
+def test_a_retry_after_of_now_or_the_past_still_waits_the_back_off(clocked, upstream, said):
+    """A 0, or a date past on a clock that runs ahead: two retries went out back to back (a stand-in)."""
+    client, clock = clocked
+    upstream.answers(200, '{"data": []}')
+    client.list_flows()
+    upstream.answers(429, '{"error": "slow_down"}', **{"Retry-After": said})
+    with pytest.raises(RateLimited):
+        client.list_flows()
+    assert len(clock.slept) == 2 and clock.slept[0] >= 0.1 and clock.slept[1] >= 0.2, clock.slept

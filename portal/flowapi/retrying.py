@@ -19,6 +19,13 @@ def backoff_seconds(attempt: int) -> float:
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
+def wait_before_retry(attempt: int, retry_after: float | None) -> float:
+    """The wait before retry `attempt` + 1: the `Retry-After` the server said, but never less than the back-off (a
+    0, or a date already past on a clock that runs ahead, sent two retries back to back: a stand-in)."""
+    backoff = backoff_seconds(attempt)
+    return backoff if retry_after is None else max(retry_after, backoff)
+
+
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
     """Retry-After as seconds (RFC 9110: delay-seconds or an HTTP-date), None when unreadable."""
     value = (value or "").strip()

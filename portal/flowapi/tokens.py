@@ -34,7 +34,7 @@ from .errors import (
     outcome_kind,
 )
 from .guard import sandbox_refusal
-from .retrying import backoff_seconds, retry_after_seconds
+from .retrying import retry_after_seconds, wait_before_retry
 from .text import safe_reason
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ class ClientCredentialsProvider:
                 return self._fetch_once()
             except _Transient as transient:
                 error = transient.error
-                delay = transient.retry_after if transient.retry_after is not None else backoff_seconds(attempt)
+                delay = wait_before_retry(attempt, transient.retry_after)
                 if attempt >= self._retries or self._clock() + delay > deadline:
                     raise error from None
             log.warning("flowapi: token request failed (%r), retrying in %.2f s", error.support_code, delay)

@@ -37,7 +37,7 @@ from .errors import (
 )
 from .guard import sandbox_refusal
 from .problems import read_problem
-from .retrying import backoff_seconds, retry_after_seconds
+from .retrying import retry_after_seconds, wait_before_retry
 from .text import redact
 from .tokens import TokenProvider
 
@@ -145,7 +145,7 @@ class Transport:
                 continue
             if not (idempotent and error.retryable) or attempt >= self.retries:
                 raise error
-            delay = retry_after if retry_after is not None else backoff_seconds(attempt)
+            delay = wait_before_retry(attempt, retry_after)
             if self._clock() + delay > deadline:
                 raise error
             log.warning("flowapi: %s %s failed (%r), retrying in %.2f s", method, path, error.support_code, delay)
@@ -208,10 +208,10 @@ class Transport:
         try:
             return _parse(response, request_id, method), None
         except FlowApiError as error:
-            retry_after = getattr(error, "retry_after", None)
-            if response.status_code in RETRYABLE_STATUSES:
-                _retryable(error)
-            return error, retry_after
+            if response.status_code not in RETRYABLE_STATUSES:
+                return error, None
+            # A 503's Retry-After counts as a 429's does (RFC 9110 §10.2.3): it was ignored (a stand-in).
+            return _retryable(error), retry_after_seconds(response.headers.get("Retry-After"))
 
 
 def _sending_failed(failure: requests.RequestException, method: str, request_id: str) -> FlowApiError:
