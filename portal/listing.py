@@ -18,6 +18,7 @@ from flask_babel import gettext as _
 from flask_babel import ngettext
 
 from .flowapi import FLOW_ID, FlowPage
+from .flowapi.records import read_flag
 from .flowlinks import from_url_form, url_form
 from .i18n import grouped, request_words
 
@@ -281,7 +282,8 @@ def _content_notices(query: ListQuery, page: FlowPage) -> list[str]:
                 without_id,
             )
         )
-    archived = sum(1 for item in page.items if item.raw.get("archived") is True)
+    # Read as the rows read it: "1 archived" beside three rows marked so (1, "true") was a stand-in's find.
+    archived = sum(1 for item in page.items if read_flag(item.raw.get("archived")) is True)
     if archived and not query.archived:
         notices.append(
             ngettext(

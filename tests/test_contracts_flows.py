@@ -299,3 +299,16 @@ def test_the_form_sends_its_webhook_address_and_the_index_keeps_its_country(alt_
     assert alt_app.extensions["flow_index"].flush(10), "the index writer did not finish"
     with alt_app.app_context():
         assert [record.country for record in db.session.query(FlowRecord)] == ["no"]
+
+
+def test_archived_flows_in_the_current_list_are_counted_as_their_rows_read_them(upstream_app):
+    """The notice counted only `true`; the rows read 1 and "true" as archived too: "1 archived" beside three rows
+    marked so (a stand-in)."""
+    app, upstream = upstream_app
+    items = [
+        {"id": f"0000000{n}-1111-4222-8333-944455556666", "status": "Opened", "archived": said}
+        for n, said in enumerate([True, 1, "true", False, "yes"])
+    ]
+    upstream.answers(200, json.dumps({"data": items, "has_more": False}))
+    page = operator_of(app).get("/flows")
+    assert "The Flow Service included 3 archived flows in the current list." in unescape(page.text)
