@@ -1,9 +1,11 @@
 """One renderer for every failure page, and the one place that maps Flow Service errors to pages."""
 
 import logging
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 from flask import Flask, jsonify, render_template, request
+from flask_babel import LazyString, format_timedelta, gettext
 from flask_babel import lazy_gettext as _l
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DBAPIError
@@ -173,6 +175,13 @@ IDENTITY_PROVIDER_PAGES = (
         _l("The portal cannot get a token to call the Flow Service. Try again in a moment."),
         True,
     ),
+    (
+        RateLimited,
+        503,
+        _l("The Flow Service's identity provider asks us to slow down"),
+        _l("Wait a few seconds and try again."),
+        True,
+    ),
 )
 
 
@@ -223,7 +232,7 @@ def _retry_url(retry: bool) -> str | None:
 
 
 def _upstream_page(error: FlowApiError) -> tuple:
-    if not error.reached_api and not isinstance(error, (TokenRequestRefused, SandboxInProduction, RateLimited)):
+    if not error.reached_api and not isinstance(error, (TokenRequestRefused, SandboxInProduction)):
         found = next((entry for entry in IDENTITY_PROVIDER_PAGES if isinstance(error, entry[0])), None)
         if found:
             return found
@@ -238,7 +247,23 @@ def upstream_title(error: FlowApiError) -> str:
 def upstream_explained(error: FlowApiError) -> str:
     """What went wrong with the Flow Service and what to do, in the reader's language."""
     _kind, _status, title, advice, _retry = _upstream_page(error)
-    return f"{title}. {advice}"
+    return f"{title}. {_advice(error, advice)}"
+
+
+def _advice(error: FlowApiError, advice: LazyString) -> LazyString | str:
+    """The page's advice, told what the service said where it said more (a stand-in: "Wait a few seconds" for a
+    429 asking for two minutes; "It could not be reached" for a service that answered its own 500)."""
+    if isinstance(error, RateLimited) and error.retry_after is not None and error.retry_after > LONG_WAIT:
+        wait = format_timedelta(timedelta(seconds=error.retry_after), threshold=1.1, add_direction=False)
+        return gettext("It asks the portal to wait %(wait)s: try again after that.", wait=wait)
+    if type(error) is UpstreamUnavailable and error.reached_api and error.status:
+        return gettext(
+            "It answered with an error of its own (HTTP %(status)s). Try again in a moment.", status=error.status
+        )
+    return advice  # as it was: lazy, rendered by the page in the reader's language
+
+
+LONG_WAIT = 10  # seconds: a Retry-After "a few seconds" would not say
 
 
 def upstream_status(error: FlowApiError) -> int:
@@ -259,7 +284,7 @@ def upstream_error_page(error: FlowApiError):
     return render_error(
         status,
         title,
-        advice,
+        _advice(error, advice),
         support_code=error.support_code,
         retry=retry,
         reason=error.reason,

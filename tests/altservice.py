@@ -88,7 +88,7 @@ CHOICES = {
         "american",
         "latin1",
     ),
-    "token": ("ok", "refuse", "invalid_request", "unavailable", "endless", "redirect"),
+    "token": ("ok", "refuse", "invalid_request", "unavailable", "slow_down", "endless", "redirect"),
     "list_body": ("whole", "endless", "trickle", "data_null"),
 }
 
@@ -558,6 +558,8 @@ def issue_token(alt: AltService) -> Response:
     """The identity provider: client credentials by form or HTTP Basic, Keycloak-style errors."""
     if alt.options.token == "unavailable":
         return Response("Service Unavailable\n", 503, content_type="text/plain")
+    if alt.options.token == "slow_down":
+        return _json({"error": "slow_down", "error_description": "Too many token requests"}, 429)
     if alt.options.token == "endless":
         return Response(endless(b"{"), 200, mimetype="application/json")
     if alt.options.token == "redirect":  # elsewhere: what it is sent there is recorded as "elsewhere"

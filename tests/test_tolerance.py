@@ -913,6 +913,14 @@ def test_token_refusal_is_explained_in_the_providers_words(staff, alt, mode, wor
         assert "refused the portal's token request" in page.text and "FLOW_TOKEN_URL" in page.text
 
 
+def test_an_identity_provider_that_asks_to_slow_down_is_named_as_such(staff, alt):
+    """Its 429 read "The Flow Service asks us to slow down", where its 503 names the identity provider (a stand-in)."""
+    alt.set(token="slow_down")
+    detail = get(staff, f"/flows/{alt.by_number(42).id}")
+    assert detail.status_code == 503 and "identity provider asks us to slow down" in detail.text
+    assert "The Flow Service asks us" not in detail.text
+
+
 def test_unavailable_identity_provider_is_retried_then_explained(staff, alt):
     alt.set(token="unavailable")
     answer = staff.get("/flows")

@@ -450,6 +450,23 @@ def test_create_keeps_what_was_typed_after_an_error(signed_in):
     assert 'value="15108695089"' in page.text and 'value="Ødegård"' in page.text
 
 
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ({"mode": "error", "status": 500}, "It answered with an error of its own (HTTP 500). Try again in a moment."),
+        ({"mode": "rate_limit", "retry_after": 120}, "It asks the portal to wait 2 minutes: try again after that."),
+    ],
+)
+def test_a_flow_service_failure_page_says_what_the_service_said(signed_in, sandbox, fault, said):
+    """ "It could not be reached" for a service that had answered its own 500, and "Wait a few seconds" for one that
+    asked for two minutes (a stand-in)."""
+    flow_id = sandbox.create()["flowId"]
+    viewer = signed_in("viewer")
+    sandbox.fault(**fault)
+    page = viewer.get(f"/flows/{flow_id}")
+    assert page.status_code in (502, 503) and said in unescape(page.text), page.status_code
+
+
 def test_a_password_in_a_flow_s_addresses_is_hidden_from_every_role(signed_in, sandbox):
     """A flow's webhook address may hold a user name and password (sent to the service some other way than the
     portal's form): the flow page showed them to viewers too, in its fields and in the raw answer (an attack)."""
