@@ -312,3 +312,13 @@ def test_archived_flows_in_the_current_list_are_counted_as_their_rows_read_them(
     upstream.answers(200, json.dumps({"data": items, "has_more": False}))
     page = operator_of(app).get("/flows")
     assert "The Flow Service included 3 archived flows in the current list." in unescape(page.text)
+
+
+def test_a_creation_time_the_portal_cannot_read_is_shown_as_the_list_sent_it(upstream_app):
+    """"20/11/2026 10:00" read as no time: the list showed "—" and said nothing, where the flow's page shows the
+    service's own text (a stand-in)."""
+    app, upstream = upstream_app
+    item = {"id": "00000001-1111-4222-8333-944455556666", "status": "Opened", "createdAt": "20/11/2026 10:00"}
+    upstream.answers(200, json.dumps({"data": [item], "has_more": False}))
+    page = operator_of(app).get("/flows")
+    assert 'title="Not a time the portal can read">20/11/2026 10:00</span>' in page.text

@@ -192,6 +192,8 @@ class FlowSummary:
     reference_id: str | None
     created_at: datetime | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    # The service's value when it is not a time the portal can read: shown as it came ("—" said nothing; a stand-in)
+    created_unread: str | None = None
 
     @classmethod
     def from_json(cls, item: Any) -> "FlowSummary":
@@ -205,6 +207,7 @@ class FlowSummary:
             reference_id=_identifier(item, "referenceId"),
             created_at=parse_timestamp(item.get("createdAt")),
             raw=item,
+            created_unread=_unread_time(item.get("createdAt")),
         )
 
     @property
