@@ -122,9 +122,11 @@ def test_a_redirect_is_never_followed_with_the_token(client, upstream, status):
     upstream.answers(status, "", Location=upstream.url + "/api/somewhere-else")
     with pytest.raises(UpstreamProtocolError):
         create(client)
-    with pytest.raises(UpstreamProtocolError):
+    with pytest.raises(UpstreamProtocolError) as raised:
         client.list_flows()
     assert upstream.calls == 2, "one call each: the bearer token never went to the other address"
+    said = str(raised.value)  # where it pointed, by origin only (a stand-in: only "Unexpected answer HTTP 301")
+    assert f"redirect (HTTP {status} to {upstream.url.rstrip('/')})" in said and "FLOW_API_URL" in said, said
 
 
 def test_a_missing_flow_list_names_the_endpoint(client, upstream):

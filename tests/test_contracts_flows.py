@@ -315,7 +315,7 @@ def test_archived_flows_in_the_current_list_are_counted_as_their_rows_read_them(
 
 
 def test_a_creation_time_the_portal_cannot_read_is_shown_as_the_list_sent_it(upstream_app):
-    """"20/11/2026 10:00" read as no time: the list showed "—" and said nothing, where the flow's page shows the
+    """ "20/11/2026 10:00" read as no time: the list showed "—" and said nothing, where the flow's page shows the
     service's own text (a stand-in)."""
     app, upstream = upstream_app
     item = {"id": "00000001-1111-4222-8333-944455556666", "status": "Opened", "createdAt": "20/11/2026 10:00"}

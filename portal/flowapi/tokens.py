@@ -318,7 +318,7 @@ def _usable(response: requests.Response, body: dict[str, Any] | None) -> dict[st
     JSON, no token."""
     status = response.status_code
     if 300 <= status < 400:
-        target = _origin_of(response.headers.get("Location"), response.url)
+        target = origin_of(response.headers.get("Location"), response.url)
         raise UpstreamProtocolError(
             f"The identity provider answered the token request with a redirect (HTTP {status} to {target}), not "
             "followed: the client secret goes only to the configured address. Set FLOW_TOKEN_URL, or FLOW_OIDC_URL "
@@ -352,7 +352,7 @@ def _usable(response: requests.Response, body: dict[str, Any] | None) -> dict[st
     return body
 
 
-def _origin_of(location: str | None, requested: str) -> str:
+def origin_of(location: str | None, requested: str) -> str:
     """Where a redirect points (a relative one from the address asked), as scheme, host and port: its path and query
     may carry anything."""
     if not location:

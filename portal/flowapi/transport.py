@@ -39,7 +39,7 @@ from .guard import sandbox_refusal
 from .problems import read_problem
 from .retrying import retry_after_seconds, wait_before_retry
 from .text import redact
-from .tokens import TokenProvider
+from .tokens import TokenProvider, origin_of
 
 __all__ = ["Reply", "Transport", "redact"]
 
@@ -352,6 +352,13 @@ def _error_for(status: int, body: Any, request_id: str, response: requests.Respo
         return UpstreamTimeout(**common)
     if status >= 500:
         return UpstreamUnavailable(**common)
+    if 300 <= status < 400:  # most likely FLOW_API_URL's http:// where the service answers at https://
+        target = origin_of(response.headers.get("Location"), response.url)
+        return UpstreamProtocolError(
+            f"The Flow Service answered with a redirect (HTTP {status} to {target}), not followed: the token goes only "
+            "to the configured address. Set FLOW_API_URL to the address the service answers at",
+            **common,
+        )
     return UpstreamProtocolError(f"Unexpected answer HTTP {status}", **common)
 
 
