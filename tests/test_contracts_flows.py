@@ -322,3 +322,16 @@ def test_a_creation_time_the_portal_cannot_read_is_shown_as_the_list_sent_it(ups
     upstream.answers(200, json.dumps({"data": [item], "has_more": False}))
     page = operator_of(app).get("/flows")
     assert 'title="Not a time the portal can read">20/11/2026 10:00</span>' in page.text
+
+
+def test_a_201_whose_body_is_no_json_is_a_flow_created_without_its_id(upstream_app):
+    """"201 Created" with an HTML body and no Location read as an answer that never came: "may have been created",
+    a 504 (a stand-in). The service said it created the flow: the list finds it, and the form is not sent again."""
+    app, upstream = upstream_app
+    upstream.answers(201, "<html><body>Created</body></html>", content_type="text/html")
+    staff = operator_of(app)
+    answer = staff.post("/flows/new", data=form_data(staff))
+    assert (answer.status_code, answer.headers.get("Location")) == (302, "/flows")
+    with staff.session_transaction() as session:
+        said = " ".join(message for _category, message in session.get("_flashes", []))
+    assert "accepted the flow" in said and "may have been created" not in said, said

@@ -321,8 +321,10 @@ def _parse(response: requests.Response, request_id: str, method: str) -> Reply:
         )
     # What a POST made may be named by its address alone: a 201 whose body is words ("Created"), or a 303 to it.
     names_what_it_made = method == "POST" and bool(response.headers.get("Location"))
+    # A 201 says "Created" whatever its body: a flow without its id, never one that "may have been created".
+    said_created = method == "POST" and status == 201
     if 200 <= status < 300 or (status == 303 and names_what_it_made):
-        if payload is None and response.content.strip() and not names_what_it_made:
+        if payload is None and response.content.strip() and not (names_what_it_made or said_created):
             raise UpstreamProtocolError(
                 "The Flow Service sent a body that is not JSON",
                 status=status,
