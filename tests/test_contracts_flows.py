@@ -325,7 +325,7 @@ def test_a_creation_time_the_portal_cannot_read_is_shown_as_the_list_sent_it(ups
 
 
 def test_a_201_whose_body_is_no_json_is_a_flow_created_without_its_id(upstream_app):
-    """"201 Created" with an HTML body and no Location read as an answer that never came: "may have been created",
+    """ "201 Created" with an HTML body and no Location read as an answer that never came: "may have been created",
     a 504 (a stand-in). The service said it created the flow: the list finds it, and the form is not sent again."""
     app, upstream = upstream_app
     upstream.answers(201, "<html><body>Created</body></html>", content_type="text/html")

@@ -562,9 +562,9 @@ def test_a_national_id_sent_as_a_number_stands_fully_masked_not_as_none():
 )
 def test_a_token_redirect_is_named_by_the_whole_origin_it_points_to(location, said):
     """The port was dropped, a relative Location was said to name no address, and "http://[" raised (a re-check)."""
-    from portal.flowapi.tokens import _origin_of
+    from portal.flowapi.tokens import origin_of
 
-    assert _origin_of(location, "https://idp.example/realms/x/protocol/openid-connect/token") == said
+    assert origin_of(location, "https://idp.example/realms/x/protocol/openid-connect/token") == said
 
 
 def test_a_status_in_another_spelling_is_badged_as_the_status_it_is(app):
