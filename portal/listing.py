@@ -9,6 +9,7 @@ position it was given.
 import hashlib
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -280,6 +281,16 @@ def _content_notices(query: ListQuery, page: FlowPage) -> list[str]:
                 "The Flow Service sent %(num)s flow without an id, so it cannot be opened from here.",
                 "The Flow Service sent %(num)s flows without an id, so they cannot be opened from here.",
                 without_id,
+            )
+        )
+    seen = Counter(item.id for item in page.items if item.id)
+    repeated = sum(1 for times in seen.values() if times > 1)
+    if repeated:  # shown as sent, each time: one row left out would hide what the service said (a stand-in)
+        notices.append(
+            ngettext(
+                "The Flow Service listed %(num)s flow more than once on this page; it is shown each time.",
+                "The Flow Service listed %(num)s flows more than once on this page; each is shown each time.",
+                repeated,
             )
         )
     # Read as the rows read it: "1 archived" beside three rows marked so (1, "true") was a stand-in's find.

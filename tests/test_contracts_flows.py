@@ -335,3 +335,28 @@ def test_a_201_whose_body_is_no_json_is_a_flow_created_without_its_id(upstream_a
     with staff.session_transaction() as session:
         said = " ".join(message for _category, message in session.get("_flashes", []))
     assert "accepted the flow" in said and "may have been created" not in said, said
+
+
+def test_a_refusal_that_says_nothing_says_so_once_with_its_support_code(upstream_app):
+    """A 422 with an HTML body read "did not accept the flow: The Flow Service did not accept that. Check the
+    address…", the refusal said twice and no code to give support (a stand-in)."""
+    _, page = create_answered_as(upstream_app, 422, "<html><body>Unprocessable</body></html>", "text/html")
+    text = unescape(page.text)
+    assert "The Flow Service did not accept the flow and did not say why (for support: 422 · " in text
+    assert "did not accept the flow: The Flow Service did not accept that" not in text
+
+
+def create_answered_as(upstream_app, status: int, body: str, content_type: str):
+    app, upstream = upstream_app
+    upstream.answers(status, body, content_type=content_type)
+    staff = operator_of(app)
+    return app, staff.post("/flows/new", data=form_data(staff))
+
+
+def test_a_flow_listed_twice_on_one_page_is_shown_each_time_and_said(upstream_app):
+    """Items 0, 1, 0, 2, 1: each shown twice under "5 flows on this page", unsaid (a stand-in)."""
+    app, upstream = upstream_app
+    ids = [f"0000000{n}-1111-4222-8333-944455556666" for n in (0, 1, 0, 2, 1)]
+    upstream.answers(200, json.dumps({"data": [{"id": i, "status": "Opened"} for i in ids], "has_more": False}))
+    page = operator_of(app).get("/flows")
+    assert "The Flow Service listed 2 flows more than once on this page; each is shown each time." in page.text

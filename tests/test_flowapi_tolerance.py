@@ -573,3 +573,14 @@ def test_a_status_in_another_spelling_is_badged_as_the_status_it_is(app):
 
     with app.test_request_context("/events"):
         assert ">cancelled<" in status_badge("canceled") and "tone-neutral" not in status_badge("ACCEPTED")
+
+
+def test_a_text_too_long_to_keep_is_cut_with_a_mark():
+    """A 5,000-character reference or status was cut at 1,000 characters without a mark, reading as whole (a
+    stand-in): the cut ends in "…"."""
+    from portal.flowapi.records import MAX_TEXT, FlowSummary
+
+    item = FlowSummary.from_json({"id": "f-1", "referenceId": "R" * 5000, "status": "S" * 5000})
+    assert len(item.reference_id) == len(item.status) == MAX_TEXT
+    assert item.reference_id.endswith("R…") and item.status.endswith("S…")
+    assert FlowSummary.from_json({"id": "f-1", "referenceId": "R" * MAX_TEXT}).reference_id == "R" * MAX_TEXT

@@ -421,6 +421,26 @@ def test_answers_without_a_token_are_protocol_errors(idp, make_provider, answer,
     assert raised.value.code == code and words in str(raised.value)
 
 
+def test_a_401_without_an_oauth_answer_is_a_refusal_of_the_credentials(idp, make_provider):
+    """An identity provider's 401 as an HTML page read "sent something unexpected", not that the client id or
+    secret was refused (a stand-in)."""
+    idp.answers = [(401, "<html>Unauthorized</html>", {})]
+    with pytest.raises(Unauthorized) as raised:
+        make_provider().token()
+    assert raised.value.code == "token_unauthorized" and "FLOW_CLIENT_SECRET" in str(raised.value)
+
+
+@pytest.mark.parametrize(("token_type", "logged"), [("mac", "'mac'"), (7, "7"), ("bearer", None), ("BEARER", None)])
+def test_a_token_type_other_than_bearer_is_used_and_logged(idp, make_provider, caplog, token_type, logged):
+    """The spec's only type is Bearer: a "mac" token was sent as a Bearer token without a word (a stand-in)."""
+    idp.answers = [ok(token_type=token_type)]
+    assert make_provider().token() == "token-1"
+    warned = [record.getMessage() for record in caplog.records if "token_type" in record.getMessage()]
+    assert warned == (
+        [] if logged is None else [f"flowapi: the identity provider's token_type {logged} is not Bearer: sent as one"]
+    )
+
+
 def test_check_names_a_refused_token_request_in_one_line(idp, sqlite_url):
     idp.answers = [oauth_error(400, "invalid_request", "Missing form parameter: grant_type")]
     app = migrated(create_app(portal_config(idp.base_url, sqlite_url, FLOW_TOKEN_URL=idp.url)))

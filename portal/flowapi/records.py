@@ -51,7 +51,12 @@ def _national_id(source: dict[str, Any]) -> str | None:
 
 def _text(source: dict[str, Any], name: str) -> str | None:
     value = source.get(name)
-    return value[:MAX_TEXT] if isinstance(value, str) else None
+    return _cut(value) if isinstance(value, str) else None
+
+
+def _cut(text: str) -> str:
+    """At most `MAX_TEXT` characters, a cut one ending in "…" (cut without a mark, it read as whole: a stand-in)."""
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
 def known_spelling(value: str | None, known: tuple[str, ...]) -> str | None:
@@ -73,7 +78,7 @@ def _identifier(source: dict[str, Any], *names: str) -> str | None:
     for name in names:
         value = source.get(name)
         if isinstance(value, str) and value.strip():
-            return value.strip()[:MAX_TEXT]
+            return _cut(value.strip())
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
     return None

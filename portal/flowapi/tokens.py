@@ -269,6 +269,10 @@ def _read_token_answer(response: requests.Response) -> requests.Response:
     if error is not None:
         raise _oauth_error(error, description, response.status_code)
     body = _usable(response, body)
+    kind = body.get("token_type")
+    if kind is not None and (not isinstance(kind, str) or kind.strip().lower() != "bearer"):
+        # The spec's only type; the API is asked with it as a Bearer token all the same (a stand-in's "mac": unsaid)
+        log.warning("flowapi: the identity provider's token_type %s is not Bearer: sent as one", _shown(kind))
     return _with_a_readable_lifetime(response, body)
 
 
@@ -333,6 +337,13 @@ def _usable(response: requests.Response, body: dict[str, Any] | None) -> dict[st
             status=status,
             code="token_not_found",
         )
+    if body is None and status == 401:  # an HTML login page, say: still a refusal of the client's credentials
+        raise Unauthorized(
+            "The identity provider refused the client id or secret (FLOW_CLIENT_ID / FLOW_CLIENT_SECRET): HTTP 401 "
+            "without an OAuth answer",
+            status=status,
+            code="token_unauthorized",
+        )
     if body is None:
         raise UpstreamProtocolError(
             f"The identity provider's answer (HTTP {status}) is not a JSON object",
@@ -392,14 +403,18 @@ def _lifetime(value: object) -> int | float | None:
         log.warning("flowapi: the identity provider's expires_in %s is over ten years: renewed after ten", seconds)
         return MAX_LIFETIME
     if seconds is None or seconds <= 0:
-        shown = _description(repr(value)[:40]) if isinstance(value, str | int | float) else f"({_kind(value)})"
         log.warning(
             "flowapi: the identity provider's expires_in %s is not a positive number of seconds: the token is used"
             " until the Flow API refuses it, then renewed",
-            shown,
+            _shown(value),
         )
         return None
     return seconds
+
+
+def _shown(value: object) -> str:
+    """A value of the provider's answer as a log line names it: a short, cleaned repr, or its kind."""
+    return _description(repr(value)[:40]) or "" if isinstance(value, str | int | float) else f"({_kind(value)})"
 
 
 def _kind(value: object) -> str:

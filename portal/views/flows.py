@@ -14,7 +14,7 @@ from flask_babel import ngettext
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 
-from .. import current, news
+from .. import current, news, requestid
 from ..access_log import EXPORT_ROW, FLOW_DETAIL, REVEAL, SEARCH, record_access, recorded_while_read, subject_key_of
 from ..audit import record_audit
 from ..csvexport import csv_response
@@ -1041,9 +1041,17 @@ def _attach_upstream_errors(form: CreateFlowForm, error: ValidationFailed | Conf
             unplaced.append(f"{detail.field}: {detail.message}" if detail.field else detail.message)
     said = _words_about_the_whole(error)
     reasons = [said] if said and said not in unplaced else []
-    if reasons or unplaced or not error.details:
-        reasons_said = "; ".join([*reasons, *unplaced]) or upstream_explained(error)
+    if reasons or unplaced:
+        reasons_said = "; ".join([*reasons, *unplaced])
         flash(_("The Flow Service did not accept the flow: %(reasons)s", reasons=reasons_said), "danger")
+    elif not error.details:  # "did not accept the flow: The Flow Service did not accept that." said it twice
+        flash(
+            _(
+                "The Flow Service did not accept the flow and did not say why (for support: %(code)s).",
+                code=error.support_code or requestid.current(),
+            ),
+            "danger",
+        )
 
 
 def _words_about_the_whole(error: ValidationFailed | Conflict) -> str | None:
