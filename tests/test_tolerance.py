@@ -789,6 +789,7 @@ def test_an_empty_page_that_says_more_follow_says_so(staff, alt):
     page = get(staff, "/flows")
     assert_sound(page)
     assert "The Flow Service sent no flows on this page, yet says more follow: Next asks for them." in page.text
+    assert "No flows yet" not in page.text, "not beside its Next (a stand-in: the page contradicted itself)"
 
 
 @pytest.mark.parametrize(
