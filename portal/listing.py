@@ -263,8 +263,18 @@ def _next_url(query: ListQuery, page: FlowPage, notices: list[str]) -> str | Non
 
 def _content_notices(query: ListQuery, page: FlowPage) -> list[str]:
     notices = []
-    blank = sum(1 for item in page.items if not item.has_details)
-    without_id = page.items_without_id - blank
+    odd = sum(1 for item in page.items if item.not_an_object)
+    blank = sum(1 for item in page.items if not item.has_details) - odd
+    without_id = page.items_without_id - blank - odd
+    if odd:  # "without any details (as its specification shows)" described {} items, not these (a stand-in)
+        notices.append(
+            ngettext(
+                "The Flow Service sent %(num)s entry that is not a flow (no JSON object) in the list; it is not shown.",
+                "The Flow Service sent %(num)s entries that are not flows (no JSON objects) in the list; they are not "
+                "shown.",
+                odd,
+            )
+        )
     if blank:
         notices.append(
             ngettext(

@@ -360,3 +360,14 @@ def test_a_flow_listed_twice_on_one_page_is_shown_each_time_and_said(upstream_ap
     upstream.answers(200, json.dumps({"data": [{"id": i, "status": "Opened"} for i in ids], "has_more": False}))
     page = operator_of(app).get("/flows")
     assert "The Flow Service listed 2 flows more than once on this page; each is shown each time." in page.text
+
+
+def test_list_entries_that_are_no_objects_are_said_as_such(upstream_app):
+    """null, 42 and "x" in the list were said to be flows "without any details (as its specification shows)",
+    which describes {} items (a stand-in)."""
+    app, upstream = upstream_app
+    good = {"id": "00000001-1111-4222-8333-944455556666", "status": "Opened"}
+    upstream.answers(200, json.dumps({"data": [good, None, 42, "x", {}], "has_more": False}))
+    text = unescape(operator_of(app).get("/flows").text)
+    assert "The Flow Service sent 3 entries that are not flows (no JSON objects) in the list" in text
+    assert "lists 1 flow without any details" in text and "without an id" not in text

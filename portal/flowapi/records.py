@@ -199,10 +199,12 @@ class FlowSummary:
     raw: dict[str, Any] = field(repr=False, compare=False)
     # The service's value when it is not a time the portal can read: shown as it came ("—" said nothing; a stand-in)
     created_unread: str | None = None
+    not_an_object: bool = False  # the list held null, a number or a text where a flow goes
 
     @classmethod
     def from_json(cls, item: Any) -> "FlowSummary":
-        item = item if isinstance(item, dict) else {}
+        if not isinstance(item, dict):
+            return cls(None, None, None, None, None, raw={}, not_an_object=True)
         # `flowId` first: the spec's name for a flow's id everywhere; an item may also carry a row number as `id`.
         flow_id = _identifier(item, "flowId", "id")
         return cls(
