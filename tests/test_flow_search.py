@@ -760,6 +760,41 @@ def test_a_mistyped_national_id_is_told_what_to_fix(empty_index, typed, said):
     assert told.startswith("That looks like a national id but is not a valid one: ") and said in told, told
 
 
+@pytest.mark.parametrize(
+    "typed", ["151086.95088", "151086/95088", "15108695088,16822548834", "15108695088 16822548834"]
+)
+def test_a_national_id_search_cannot_read_says_so_and_leaves_the_box_empty(world, typed):
+    """Two ids, or one written with a dot or a slash: no message, no flows, and the box showed the address's seal,
+    a new code at every search (a new user's walk). It says why now, and the box is empty: never the id whole."""
+    answer = world.staff.get("/flows", query_string={"q": typed})
+    addresses = []
+    while answer.status_code == 302:
+        addresses.append(answer.headers["Location"])
+        answer = world.staff.get(addresses[-1])
+    assert not any("151086" in address for address in addresses), addresses
+    assert "search one id at a time" in " ".join(flashes(answer))
+    assert "Nothing was searched: search reads one national id at a time." in answer.text
+    assert re.search(r'name="q"[^>]*value=""', answer.text) or not re.search(r'name="q"[^>]*value="', answer.text)
+    assert "~" not in (re.search(r'<input[^>]*name="q"[^>]*>', answer.text)[0]), "not the seal"
+    assert ids(answer) == [] and 'data-testid="export-csv"' not in answer.text
+    assert "15108695088" not in answer.text
+
+
+def test_a_national_id_in_a_flow_s_address_finds_the_person_without_asking_the_service(world):
+    """/flows/15108695088 asked the service for a flow by the id, and its access log held it (a walk): a person the
+    index holds flows of is searched for instead, as the box would, counted and audited."""
+    answer = world.staff.get("/flows/15108695088")
+    addresses = []
+    while answer.status_code == 302:
+        addresses.append(answer.headers["Location"])
+        answer = world.staff.get(addresses[-1])
+    expected = read_national_id(PEOPLE[0][0]).keyed_hash(KEY)
+    assert addresses[0].startswith("/flows?q=~") and addresses[-1].endswith(f"person={expected}"), addresses
+    assert len(ids(answer)) == 2
+    with world.app.app_context():
+        assert db.session.query(AuditEntry).filter_by(action="search_national_id").count() == 1
+
+
 def test_a_mistyped_national_id_finds_nothing_rather_than_every_flow(world):
     """Under the warning came "30 flows" and the whole list, with no Clear search: someone skimming took them for
     the person's (a new user's walk). Nothing is searched now, and the page says so."""

@@ -56,6 +56,7 @@ from ..flowindex.search import (
     indexed_mask,
     last_listed,
     looks_like_a_reference,
+    person_searched,
     references_ending_in,
     search_page,
     status_counts,
@@ -291,12 +292,20 @@ def _search():
     if query.search.person and (refused := _refused_person_search(query.search.person)):
         return refused  # each person searched counts, however the search was reached
     # A mistyped id is kept in the box for its digits to be checked, and finds nothing (a walk: it listed every flow).
-    nothing = query.mistyped_id
+    nothing = query.nothing_searched
     page = ResultPage([], None, None) if nothing else search_page(query.search, query.limit, query.after, query.before)
     if query.before and page.previous_before is None:
         return redirect(query.url())  # back at the start: the first page, whole
-    if nothing:
+    if query.mistyped_id:
         flash(why_not_an_id(query.args.get("q", "")), "warning")
+    elif query.unread_id:
+        flash(
+            _(
+                "The search held a national id that search cannot read, so it was left out of the box: search one id "
+                "at a time, its digits with at most a space or a hyphen between them."
+            ),
+            "warning",
+        )
     person = _audit_person_search(query, page.rows)
     counts = {} if nothing else status_counts(query.search)
     return render_template(
@@ -427,7 +436,7 @@ def export():
         return _without_unusable_values(query, problems)
     if typed_whole(query, request.args.get("q", "")):
         return redirect(query.export_url())
-    if query.mistyped_id:  # searched without it, the export held every flow: back to the list, which says why
+    if query.nothing_searched:  # searched without it, the export held every flow: back to the list, which says why
         return redirect(query.url())
     if query.search.person and (refused := _refused_person_search(query.search.person)):  # as a search does
         return refused
@@ -608,6 +617,10 @@ def detail(flow_id: str):
         return redirect(url_for("flows.detail", flow_id=named))
     if not named and index_knows_reference(typed):  # a reference several flows share: let staff choose
         return redirect(url_for("flows.index", q=url_form(typed)))
+    if not named and _a_person_of_the_index(typed):
+        # A national id where a flow id goes (/flows/15108695088): the person's flows, as the search box finds them
+        # (counted, audited), the service not asked for a flow by it (a walk: its access log then held the id).
+        return redirect(url_for("flows.index", q=url_form(typed)))
     if hidden_in_urls(typed) and request.path.endswith(flow_id):  # asked for whole: leave it out of the address
         return redirect(url_for("flows.detail", flow_id=typed))
     try:
@@ -616,6 +629,14 @@ def detail(flow_id: str):
         if not looks_like_a_reference(typed) or index_record(typed) is not None:  # a flow id the index has heard of
             raise
         return _reference_not_indexed_yet(typed)
+
+
+def _a_person_of_the_index(typed: str) -> bool:
+    """Whether `typed` is no flow the index knows but the national id of a person it holds flows of. A service may
+    name flows by national ids: an id the index knows neither way is asked for as a flow, as any other."""
+    if index_record(typed) is not None or (person := person_searched(typed)) is None:
+        return False
+    return indexed_mask(person.keyed_hash(settings().index_key)) is not None
 
 
 def _reference_not_indexed_yet(reference: str):
