@@ -23,7 +23,14 @@ from support import add_user, deliver_signed, sign_in
 
 from portal.csvexport import CsvForm, csv_cell, csv_chunks
 from portal.extensions import db
-from portal.masking import is_national_id_key, mask_document, mask_flow_id, mask_national_id, mask_text
+from portal.masking import (
+    hide_url_passwords,
+    is_national_id_key,
+    mask_document,
+    mask_flow_id,
+    mask_national_id,
+    mask_text,
+)
 from portal.models import FlowRecord, WebhookEvent
 
 NORWEGIAN = "15108695088"
@@ -568,3 +575,20 @@ def test_a_status_s_code_in_an_attribute_is_masked_as_its_badge_is(app):
     with app.test_request_context("/flows"):
         assert "16822548834" not in status_badge("16822548834")
         assert "16822548834" not in flow_status(status)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("https://hooks:s3cr3t@lender.example/hooks", "https://hooks:•••@lender.example/hooks"),
+        ("https://hooks:p@ss-tail@lender.example/hooks", "https://hooks:•••@lender.example/hooks"),
+        ("https://us@er:s3cr3t@lender.example/hooks", "https://us@er:•••@lender.example/hooks"),
+        ("https://a:b:c@h and ftp://d:e@f", "https://a:•••@h and ftp://d:•••@f"),
+        ("https://someone@lender.example:8443/done a@b", "https://someone@lender.example:8443/done a@b"),
+        ("https://lender.example/done?to=a:b@c", "https://lender.example/done?to=a:b@c"),
+    ],
+)
+def test_a_password_in_an_address_is_hidden_to_its_last_at_sign(text, shown):
+    """A browser reads an address's user name and password up to the last "@" before its host: a password holding an
+    "@" was shown from there on ("•••@ss-tail@"), and a user name holding one left the password whole (an attack)."""
+    assert hide_url_passwords(text) == shown
