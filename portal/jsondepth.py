@@ -3,6 +3,7 @@ the Flow Service) nests at most `MAX_DEPTH` levels: deeper, the code that walks 
 would meet Python's recursion limit."""
 
 import re
+from typing import Any
 
 MAX_DEPTH = 64
 _JSON_TOKEN = re.compile(rb'\\.|["\[\]{}]', re.DOTALL)  # an escape, a quote or a bracket; never backtracks
@@ -26,4 +27,20 @@ def nests_deeper_than(body: bytes, limit: int) -> bool:
                 return True
         else:
             depth -= 1
+    return False
+
+
+def document_deeper_than(document: Any, limit: int) -> bool:
+    """Whether a document JSON was read into nests its lists and objects past `limit`; no recursion. For a text the
+    bytes do not show the brackets of (UTF-16 or UTF-32, a charset its Content-Type names): there an escaped quote
+    ("\\"" is a backslash, a zero byte, a quote) put `nests_deeper_than` out of step, and 400 levels went through."""
+    pending = [(document, 1)]
+    while pending:
+        value, depth = pending.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
     return False

@@ -386,6 +386,19 @@ def test_an_answer_nested_deeper_than_any_flow_is_refused_at_the_edge(client, up
     assert client.get_flow("f-1").flow_id == "f-1", "as deep as a webhook may be: read"
 
 
+@pytest.mark.parametrize(
+    ("encoding", "content_type"), [("utf-16", "application/json"), ("cp037", "application/json; charset=cp037")]
+)
+def test_an_answer_nested_deep_is_refused_whatever_its_encoding(client, upstream, encoding, content_type):
+    """JSON in UTF-16 (read as such from its bytes), or in a charset its Content-Type names, hides its brackets from
+    the byte scan: an escaped quote put it out of step, and 400 levels were read (the flow page's 500 of above)."""
+    deep = '{"flow": {"id": "f-1", "status": "Opened", "note": "\\"", "data": ' + "[" * 400 + "]" * 400 + "}}"
+    upstream.answers(200, deep.encode(encoding), content_type)
+    with pytest.raises(UpstreamProtocolError) as raised:
+        client.get_flow("f-1")
+    assert raised.value.code == "too_deep"
+
+
 def test_the_look_up_of_a_flow_in_the_list_makes_no_call_past_its_time(client, upstream):
     """A flow's item is read beside a neighbour, up to three calls a tab: with a slow list a flow's page waited for
     six in a row, 21 s (a stand-in). Past the caller's time no further call is made."""

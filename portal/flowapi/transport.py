@@ -19,7 +19,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from .. import metrics, requestid
-from ..jsondepth import MAX_DEPTH, nests_deeper_than
+from ..jsondepth import MAX_DEPTH, document_deeper_than, nests_deeper_than
 from .bounded import AnswerTooLarge, read_within_bounds
 from .errors import (
     Conflict,
@@ -312,6 +312,8 @@ def _parse(response: requests.Response, request_id: str, method: str) -> Reply:
     # attack: a 500 at some 330 levels): a protocol error for a 2xx, an error answer's body unread.
     too_deep = nests_deeper_than(response.content, MAX_DEPTH)
     payload = None if too_deep else _json_or_none(response)
+    if payload is not None and document_deeper_than(payload, MAX_DEPTH):  # its brackets not plain in the bytes
+        too_deep, payload = True, None
     if too_deep and 200 <= status < 300:
         raise UpstreamProtocolError(
             f"The Flow Service sent JSON nested deeper than {MAX_DEPTH} levels",
