@@ -5,6 +5,7 @@ import time
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from html import unescape
+from urllib.parse import parse_qs, urlsplit
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -1074,3 +1075,20 @@ def test_a_number_valid_in_two_countries_held_for_both_is_the_lender_s_person(ma
     assert sign_in(staff, add_user(app)).status_code == 302
     answer = staff.get("/flows", query_string={"q": TWO_COUNTRIES, "archived": "all"})
     assert answer.headers["Location"].endswith(f"person={read_national_id(TWO_COUNTRIES, 'fi').keyed_hash(key)}")
+
+
+def test_a_search_sent_as_the_session_ended_leads_back_to_the_list_not_to_a_flow_named_search(app):
+    """Signed out elsewhere (or idle), the search box was sent: the sign-in page's way back was its own address,
+    /flows/search, which a GET read as the flow "search": "Flow not found", after asking the service for it."""
+    username = add_user(app, role="viewer")
+    here, elsewhere = app.test_client(), app.test_client()
+    for client in (here, elsewhere):
+        assert sign_in(client, username).status_code == 302
+    assert elsewhere.post("/logout").status_code == 302, "signed out in every browser"
+    sent = here.post("/flows/search", data={"q": "bjorn"})
+    assert sent.status_code == 302 and sent.headers["Location"].startswith("/login")
+    back = parse_qs(urlsplit(sent.headers["Location"]).query)["next"][0]
+    signed_in_again = sign_in(here, username, next_url=back)
+    assert signed_in_again.status_code == 302, signed_in_again.text
+    page = here.get(signed_in_again.headers["Location"])
+    assert page.status_code == 302 and page.headers["Location"] == "/flows", page.status_code

@@ -275,6 +275,14 @@ def search_sent():
     return redirect(sealed_address(f"{url_for('flows.index')}?{urlencode(kept)}", shapes=True))
 
 
+@bp.get("/search")
+def search_address_read():
+    """The search box's own address read as a page: the flow list. Where a search sent as the session ended leads
+    back after sign-in, and Enter in the address bar of its expired-form page: read as the flow "search", it was
+    asked of the service and answered "Flow not found"."""
+    return redirect(url_for("flows.index"))
+
+
 def _search():
     """Flows found in the index: straight to a flow named exactly, else a filtered, counted keyset page."""
     query, problems = read_search(request.args)
