@@ -312,8 +312,8 @@ def _parse(response: requests.Response, request_id: str, method: str) -> Reply:
     # attack: a 500 at some 330 levels): a protocol error for a 2xx, an error answer's body unread.
     too_deep = nests_deeper_than(response.content, MAX_DEPTH)
     payload = None if too_deep else _json_or_none(response)
-    if payload is not None and document_deeper_than(payload, MAX_DEPTH):  # its brackets not plain in the bytes
-        too_deep, payload = True, None
+    if payload is not None and not _plain_utf8(response.content) and document_deeper_than(payload, MAX_DEPTH):
+        too_deep, payload = True, None  # its brackets were not plain in the bytes (UTF-16, a declared charset)
     if too_deep and 200 <= status < 300:
         raise UpstreamProtocolError(
             f"The Flow Service sent JSON nested deeper than {MAX_DEPTH} levels",
@@ -335,6 +335,14 @@ def _parse(response: requests.Response, request_id: str, method: str) -> Reply:
             )
         return Reply(status, payload, dict(response.headers))
     raise _error_for(status, payload, request_id, response)
+
+
+def _plain_utf8(content: bytes) -> bool:
+    """Whether JSON's brackets are plain in these bytes, as `nests_deeper_than` reads them: UTF-8 (every answer of
+    the sandbox and most services), not UTF-16 or UTF-32 ("{" and a zero byte) or a charset such as cp037. Only
+    the others have their document walked (a page's answers skip that walk)."""
+    head = content.lstrip()[:4]
+    return head[:1] in (b"{", b"[") and b"\x00" not in head
 
 
 def _error_for(status: int, body: Any, request_id: str, response: requests.Response) -> FlowApiError:
