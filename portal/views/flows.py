@@ -769,7 +769,12 @@ def _new_flow_page(form: CreateFlowForm, status: int = 200):
 
 @bp.errorhandler(CSRFError)
 def expired_form(error: CSRFError):
-    """A create whose security token expired keeps what was typed, to be checked and sent again."""
+    """A create whose security token expired keeps what was typed, to be checked and sent again. A search whose
+    token expired (a list left open past the token's hour, a sign-in in another tab) is still answered: its POST only
+    leads to the search's address, whose own checks apply there (another site's request is asked "Continue?", and
+    carries no session cookie here at all: SameSite=Lax). A re-check: "Your session expired" lost what was typed."""
+    if request.endpoint == "flows.search_sent" and current_user.is_authenticated:
+        return search_sent()
     if request.endpoint == "flows.new" and not current_user.is_authenticated:
         return sign_in_keeping_create_input() or csrf_error_page(error)
     if request.endpoint != "flows.new" or not current_user.can("operator"):
