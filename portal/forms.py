@@ -54,6 +54,8 @@ def printable(form, field) -> None:
 
 def http_url(form, field) -> None:
     if field.data and not is_http_url(field.data.strip()):
+        if is_http_url(field.data.strip(), any_host=True):  # "http://%00/": it starts so and holds no space
+            raise ValidationError(_("This address has no valid host name after the //."))
         raise ValidationError(_("Enter a full address starting with https:// (or http://), without spaces."))
     if field.data and "@" in urlsplit(field.data.strip()).netloc:
         # The service keeps the address, and the flow's page shows it to every role (an attack).

@@ -214,8 +214,9 @@ class _Reader:
         return value
 
 
-def is_http_url(value: str) -> bool:
-    """An absolute http(s) URL with a host and, if any, a port a socket can have; no spaces."""
+def is_http_url(value: str, any_host: bool = False) -> bool:
+    """An absolute http(s) URL with a host (`any_host`: whatever it holds) and, if any, a port a socket can have; no
+    spaces."""
     try:
         parts = urlsplit(value)
         port_ok = parts.port is None or parts.port > 0  # urlsplit refuses ports past 65535 when asked
@@ -223,7 +224,7 @@ def is_http_url(value: str) -> bool:
         return False
     return (
         parts.scheme in ("http", "https")
-        and _is_a_host(parts.hostname)
+        and (bool(parts.hostname) if any_host else _is_a_host(parts.hostname))
         and port_ok
         and not any(c.isspace() for c in value)
     )

@@ -309,6 +309,16 @@ def signed_in_with_csrf(app):
     return client
 
 
+def test_a_text_typed_on_a_person_s_results_leaves_the_person_out_of_the_address(world):
+    """The box on a person's results carries the person; a text typed there is a new search, as the page showed,
+    but the address kept the person beside it (a walk: a bookmark or Apply then carried the old person along)."""
+    person = read_national_id(PEOPLE[0][0]).keyed_hash(KEY)
+    sent = world.staff.post("/flows/search", data={"q": "Virtanen", "person": person, "status": ""})
+    assert sent.status_code == 302 and sent.headers["Location"] == "/flows?q=Virtanen"
+    applied = world.staff.post("/flows/search", data={"q": "", "person": person, "status": "Accepted"})
+    assert applied.headers["Location"] == f"/flows?person={person}&status=Accepted", "Apply keeps the person"
+
+
 def test_the_search_box_form_carries_its_csrf_token_outside_the_form_made_once(make_app):
     app = make_app()
     staff = signed_in_with_csrf(app)

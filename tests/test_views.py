@@ -481,8 +481,9 @@ def test_a_password_in_a_flow_s_addresses_is_hidden_from_every_role(signed_in, s
     [
         ("webhook_url", "https://hooks:s3cr3t@lender.example/hooks", "Leave the user name and password out"),
         ("redirect_url", "https://someone@lender.example/done", "Leave the user name and password out"),
-        ("redirect_url", "http://%00/", "Enter a full address starting with https://"),
-        ("webhook_url", "https://lender!.example/hooks", "Enter a full address starting with https://"),
+        ("redirect_url", "http://%00/", "This address has no valid host name after the //."),
+        ("webhook_url", "https://lender!.example/hooks", "This address has no valid host name after the //."),
+        ("webhook_url", "lender.example/hooks", "Enter a full address starting with https://"),
     ],
 )
 def test_an_address_with_a_password_or_no_real_host_is_not_sent(signed_in, sandbox, field, typed, said):

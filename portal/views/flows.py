@@ -272,6 +272,8 @@ def search_sent():
         for name, value in request.form.items(multi=True)
         if name != "csrf_token" and value.strip() and value.strip() != DEFAULTS.get(name)
     ]
+    if any(name == "q" for name, _value in kept):  # typed on a person's results: a new search (its address, too)
+        kept = [(name, value) for name, value in kept if name != "person"]
     return redirect(sealed_address(f"{url_for('flows.index')}?{urlencode(kept)}", shapes=True))
 
 
