@@ -1110,6 +1110,20 @@ def test_a_link_on_another_site_that_leads_through_sign_in_still_asks_first(make
     assert audited() == 1
 
 
+def assert_signing_in_there_asks_first(client, page, username: str) -> None:
+    """The sign-in `page` carries the mark of a link from another site, and signing in there asks "Continue?"."""
+    same = {"Sec-Fetch-Site": "same-origin"}
+    fields = dict(re.findall(r'<input id="([a-z_]+)" name="\1" type="hidden" value="([^"]*)"', page.text))
+    assert fields["elsewhere"] == "1"
+    signed_in = client.post(
+        "/login",
+        data={k: html.unescape(v) for k, v in fields.items()} | {"username": username, "password": PASSWORD},
+        headers=same,
+    )
+    asked = client.get(signed_in.headers["Location"], headers=same)
+    assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text
+
+
 @pytest.mark.parametrize("kept", [False, True], ids=["plain", "twice"])
 def test_a_language_changed_on_the_sign_in_page_a_link_elsewhere_led_to_still_asks_first(make_app, kept):
     """The language form leads back to the sign-in page by the portal's own redirect (same-origin): the page forgot
@@ -1128,15 +1142,7 @@ def test_a_language_changed_on_the_sign_in_page_a_link_elsewhere_led_to_still_as
         )
         assert changed.status_code == 302 and changed.headers["Location"].count("elsewhere=1") == 1
         page = client.get(changed.headers["Location"], headers=same)
-    fields = dict(re.findall(r'<input id="([a-z_]+)" name="\1" type="hidden" value="([^"]*)"', page.text))
-    assert fields["elsewhere"] == "1"
-    signed_in = client.post(
-        "/login",
-        data={k: html.unescape(v) for k, v in fields.items()} | {"username": username, "password": PASSWORD},
-        headers=same,
-    )
-    asked = client.get(signed_in.headers["Location"], headers=same)
-    assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text
+    assert_signing_in_there_asks_first(client, page, username)
 
 
 def test_an_expired_sign_in_form_a_link_elsewhere_led_to_still_asks_first_when_tried_again(make_app):
@@ -1157,15 +1163,7 @@ def test_an_expired_sign_in_form_a_link_elsewhere_led_to_still_asks_first_when_t
     again = html.unescape(re.search(r'<a class="btn btn-primary" href="([^"]+)">Try again</a>', expired.text)[1])
     assert again.startswith("/login?") and again.count("elsewhere=1") == 1, again
     page = client.get(again, headers=same)
-    fields = dict(re.findall(r'<input id="([a-z_]+)" name="\1" type="hidden" value="([^"]*)"', page.text))
-    assert fields["elsewhere"] == "1"
-    signed_in = client.post(
-        "/login",
-        data={k: html.unescape(v) for k, v in fields.items()} | {"username": username, "password": PASSWORD},
-        headers=same,
-    )
-    asked = client.get(signed_in.headers["Location"], headers=same)
-    assert asked.status_code == 200 and 'data-testid="asked-to-continue"' in asked.text
+    assert_signing_in_there_asks_first(client, page, username)
 
 
 def test_a_sign_in_from_the_portal_s_own_page_goes_straight_on(make_app):
