@@ -207,14 +207,16 @@ class FlowSummary:
             return cls(None, None, None, None, None, raw={}, not_an_object=True)
         # `flowId` first: the spec's name for a flow's id everywhere; an item may also carry a row number as `id`.
         flow_id = _identifier(item, "flowId", "id")
+        created_at = parse_timestamp(item.get("createdAt"))
         return cls(
             id=flow_id if flow_id and FLOW_ID.fullmatch(flow_id) else None,
             national_id=_national_id(item),
             status=known_spelling(_text(item, "status"), CONSENT_STATUSES),
             reference_id=_identifier(item, "referenceId"),
-            created_at=parse_timestamp(item.get("createdAt")),
+            created_at=created_at,
             raw=item,
-            created_unread=_unread_time(item.get("createdAt")),
+            # read once: each row of every list page comes here (callgrind: a second parse was 2 % of a page)
+            created_unread=None if created_at is not None else _unread_time(item.get("createdAt")),
         )
 
     @property
