@@ -293,9 +293,10 @@ def _content_notices(query: ListQuery, page: FlowPage) -> list[str]:
                 without_id,
             )
         )
-    seen = Counter(item.id for item in page.items if item.id)
-    repeated = sum(1 for times in seen.values() if times > 1)
-    if repeated:  # shown as sent, each time: one row left out would hide what the service said (a stand-in)
+    ids = [item.id for item in page.items if item.id]
+    # Shown as sent, each time (one row left out would hide what the service said), and said: a stand-in's page.
+    if len(set(ids)) < len(ids):  # counted only then: every list page comes here
+        repeated = sum(1 for times in Counter(ids).values() if times > 1)
         notices.append(
             ngettext(
                 "The Flow Service listed %(num)s flow more than once on this page; it is shown each time.",

@@ -51,12 +51,13 @@ def _national_id(source: dict[str, Any]) -> str | None:
 
 def _text(source: dict[str, Any], name: str) -> str | None:
     value = source.get(name)
-    return _cut(value) if isinstance(value, str) else None
+    return (value if len(value) <= MAX_TEXT else _cut(value)) if isinstance(value, str) else None
 
 
 def _cut(text: str) -> str:
-    """At most `MAX_TEXT` characters, a cut one ending in "…" (cut without a mark, it read as whole: a stand-in)."""
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+    """A text over `MAX_TEXT` characters cut to them, ending in "…" (cut without a mark, it read as whole: a
+    stand-in)."""
+    return text[: MAX_TEXT - 1] + "…"
 
 
 def known_spelling(value: str | None, known: tuple[str, ...]) -> str | None:
@@ -78,7 +79,8 @@ def _identifier(source: dict[str, Any], *names: str) -> str | None:
     for name in names:
         value = source.get(name)
         if isinstance(value, str) and value.strip():
-            return _cut(value.strip())
+            value = value.strip()
+            return value if len(value) <= MAX_TEXT else _cut(value)  # every row's ids: no call for a short one
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
     return None
