@@ -6,7 +6,9 @@ the flow index. A national id is never kept in an address: the page turns it int
 beside it) goes into links sealed, as flow ids do (`flowlinks`).
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from urllib.parse import quote_plus
 
 from flask import flash, get_flashed_messages, url_for
 from flask_babel import gettext as _
@@ -15,7 +17,7 @@ from werkzeug.datastructures import MultiDict
 from .flowindex.keys import NationalId
 from .flowindex.search import FlowSearch, Position, flows_named, person_searched
 from .flowlinks import NATIONAL_ID_SHAPE, SEALED, from_url_form, sealed_anew, sent_whole, url_form
-from .forms import FlowSearchForm
+from .forms import LONGEST_SEARCH, FlowSearchForm
 from .i18n import as_sentence
 from .masking import mask_text
 
@@ -37,6 +39,34 @@ INDEX_PARAMETERS = {
 # The order parameters are written in links, and the values a link leaves out.
 DEFAULTS = {"archived": "", "sort": "created", "order": "newest", "limit": "10"}
 POSITIONS = ("after", "before")
+# What the search box sends on (`flows.search_sent`): its own fields, each once. A text one character past the
+# search's limit, so the list says it is too long rather than search a part of it; a choice at most as long as
+# LONGEST_SENT_CHOICE written in an address. Together within the request line gunicorn reads (4 KiB; past it, a
+# bare 414 page of its own).
+SENT_FIELDS = frozenset({*INDEX_PARAMETERS, "limit"})
+LONGEST_SENT_CHOICE = 100
+
+
+def search_box_fields(form: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The search box's fields as sent, for its address: the first value of each field the box has, stripped, cut
+    to what an address holds, empty ones and the list's defaults left out."""
+    kept: dict[str, str] = {}
+    for name, value in form:
+        value = value.strip()
+        if name in SENT_FIELDS and name not in kept and value and value != DEFAULTS.get(name):
+            kept[name] = value[: LONGEST_SEARCH + 1] if name == "q" else _within_an_address(value, LONGEST_SENT_CHOICE)
+    return list(kept.items())
+
+
+def _within_an_address(value: str, longest: int) -> str:
+    written = 0
+    for end, character in enumerate(value):
+        written += len(quote_plus(character))
+        if written > longest:
+            return value[:end]
+    return value
+
+
 FILTERS = ("status", "lifecycle", "country", "incidents", "from", "to", "sort", "order", "limit")
 LEFT_OUT = "left-out:"  # a flash category: a value left out of a search, said under its filter (`tie_left_out`)
 MAX_AUDIT_TARGET = 255

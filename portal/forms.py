@@ -344,6 +344,9 @@ def within_years(form, field) -> None:
         )
 
 
+LONGEST_SEARCH = 100  # characters in the flow list's search box
+
+
 class FlowSearchForm(PortalForm):
     """The search box and filters of the flow list: a GET form, its state all in the query string.
 
@@ -356,7 +359,7 @@ class FlowSearchForm(PortalForm):
 
     q = SearchField(
         _l("Search"),
-        validators=[Optional(), Length(max=100), printable],
+        validators=[Optional(), Length(max=LONGEST_SEARCH), printable],
         description=_l(
             "A reference (LA-10040), a flow id, a national id in any written form, or the start of a last name"
         ),

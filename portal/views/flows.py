@@ -73,7 +73,16 @@ from ..flowindex.status import (
 )
 from ..flowindex.store import apply_observations, index_record
 from ..flowlinks import SEALED, hidden_in_urls, left_untidy, sealed_address, sealed_anew, url_form
-from ..flowsearch import DEFAULTS, Problem, SearchQuery, read_search, tie_left_out, typed_whole, wants_index
+from ..flowsearch import (
+    DEFAULTS,
+    Problem,
+    SearchQuery,
+    read_search,
+    search_box_fields,
+    tie_left_out,
+    typed_whole,
+    wants_index,
+)
 from ..forms import ConfirmForm, CreateFlowForm, FlowSearchForm, KeptCreateInput, LoginForm, RevealForm
 from ..i18n import as_sentence, grouped, request_words
 from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query, past_the_cursor, within_the_page_size
@@ -266,12 +275,10 @@ def _index_instead(error: FlowApiError, query: ListQuery):
 def search_sent():
     """The search box, sent: on to the search's own address, a national id in it (or what has the shape of one)
     sealed, so that no address holds it, not even the first (a new user's walk: the GET form put it in the address
-    a proxy's log keeps before the list took it out). Empty fields and defaults are left out, as the list would."""
-    kept = [
-        (name, value.strip())
-        for name, value in request.form.items(multi=True)
-        if name != "csrf_token" and value.strip() and value.strip() != DEFAULTS.get(name)
-    ]
+    a proxy's log keeps before the list took it out). Empty fields and defaults are left out, as the list would,
+    and what the box does not hold (an attack: 5,000 characters typed made an address gunicorn refused with its own
+    bare 414 page)."""
+    kept = search_box_fields(request.form.items(multi=True))
     if any(name == "q" for name, _value in kept):  # typed on a person's results: a new search (its address, too)
         kept = [(name, value) for name, value in kept if name != "person"]
     return redirect(sealed_address(f"{url_for('flows.index')}?{urlencode(kept)}", shapes=True))
