@@ -19,9 +19,10 @@ from flask_babel import gettext as _
 from flask_babel import ngettext
 
 from .flowapi import FLOW_ID, FlowPage
-from .flowapi.records import read_flag
+from .flowapi.records import read_flag, sent_unread
 from .flowlinks import from_url_form, url_form
 from .i18n import grouped, request_words
+from .presentation import shown
 
 PAGE_SIZES = (10, 25, 50, 100)
 DEFAULT_LIMIT = 10
@@ -180,6 +181,7 @@ def within_the_page_size(page: FlowPage, limit: int, before: bool = False) -> tu
     return replace(page, items=kept, has_more=True), sent
 
 
+SHOWN_VALUE = 100  # characters of a value the service sent that a notice quotes
 MOST_ROWS = 500  # a page of 500 rows is about 700 kB of HTML
 
 
@@ -224,9 +226,25 @@ def _next_url(query: ListQuery, page: FlowPage, notices: list[str]) -> str | Non
     if query.before and page.last_id:
         return query.url(after=page.last_id, seen=seen)  # moving back: the later pages are known to exist
     step = next_step(page, query.limit, query.at)
-    if step.guessed:
+    if step.guessed and page.has_more_unread:
+        notices.append(
+            _(
+                "The Flow Service sent %(value)s where it says whether more flows follow, which is neither yes nor "
+                "no; Next is offered because this page is full.",
+                value=shown(page.has_more_unread),
+            )
+        )
+    elif step.guessed:
         notices.append(
             _("The Flow Service did not say whether more flows follow; Next is offered because this page is full.")
+        )
+    elif page.has_more_unread and page.items and not page.next_position:
+        notices.append(
+            _(
+                "The Flow Service sent %(value)s where it says whether more flows follow, which is neither yes nor "
+                "no, and fewer flows than asked for: most likely this is the last page.",
+                value=shown(page.has_more_unread),
+            )
         )
     elif page.has_more is None and page.items and not page.next_position:
         # The end of the list, or a page cut to a size the service caps (no way to tell): not said, it hid flows.
@@ -291,6 +309,20 @@ def _content_notices(query: ListQuery, page: FlowPage) -> list[str]:
                 "The Flow Service sent %(num)s flow without an id, so it cannot be opened from here.",
                 "The Flow Service sent %(num)s flows without an id, so they cannot be opened from here.",
                 without_id,
+            )
+        )
+    unread = [
+        item.raw["status"] for item in page.items if item.status is None and sent_unread(item.raw, "status", None)
+    ]
+    if unread:  # shown as unknown, it said nothing of what was sent (a stand-in: 3, ["Opened"])
+        notices.append(
+            ngettext(
+                "The Flow Service sent %(num)s flow's status in a form the portal cannot read (%(value)s); its row "
+                "shows the status the portal last heard, if any.",
+                "The Flow Service sent %(num)s flows' statuses in a form the portal cannot read (%(value)s and "
+                "others); their rows show the status the portal last heard, if any.",
+                len(unread),
+                value=shown(json.dumps(unread[0])[:SHOWN_VALUE]),
             )
         )
     ids = [item.id for item in page.items if item.id]

@@ -51,8 +51,8 @@ CHOICES = {
         "empty_endless",
         "empty_then_seen",
     ),
-    "has_more": ("bool", "missing", "string"),
-    "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case", "numbered"),
+    "has_more": ("bool", "missing", "string", "words", "odd"),
+    "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case", "numbered", "typed_status"),
     "archived_default": ("current", "all"),
     "error_style": ("design", "problem", "errors_array", "rails", "google", "fastapi", "bare_array", "java", "text"),
     "create": (
@@ -87,6 +87,7 @@ CHOICES = {
         "id_on_flow",
         "american",
         "latin1",
+        "mistyped",
     ),
     "token": ("ok", "refuse", "invalid_request", "unavailable", "slow_down", "endless", "redirect"),
     "list_body": ("whole", "endless", "trickle", "data_null"),
@@ -378,6 +379,8 @@ def list_item(flow: AltFlow, shape: str) -> dict:
         item["createdAt"] = flow.created_at.date().isoformat()
     if shape == "upper_case":
         item["status"] = flow.status.upper()
+    if shape == "typed_status" and flow.number % 2:  # the status in a list, every other flow
+        item["status"] = [flow.status]
     if shape == "numbered":  # a row number as `id`, the flow's own id as `flowId`
         item["id"], item["flowId"] = str(flow.number), flow.id
     return item
@@ -441,6 +444,8 @@ def retrieve_body(flow: AltFlow, style: str) -> dict:
         body["flow"]["flowId"] = OTHER_FLOW_ID
     if style == "upper_id":  # the same UUID in capitals
         body["flow"]["flowId"] = flow.id.upper()
+    if style == "mistyped":  # fields of another type than the spec's
+        body["flow"] |= {"status": 3, "version": "three", "sandboxConfig": "none", "actions": ["read", 7]}
     if style == "id_on_flow":  # the national id where the flow model (§2.1) has it, not under data
         body["flow"]["nationalId"] = body["flow"]["data"].pop("nationalId")
     return body
@@ -623,6 +628,10 @@ def list_response(alt: AltService) -> Response:
         body["has_more"] = more
     elif options.has_more == "string":
         body["has_more"] = "true" if more else "false"
+    elif options.has_more == "words":
+        body["has_more"] = "yes" if more else "no"
+    elif options.has_more == "odd":  # neither yes nor no
+        body["has_more"] = "maybe"
     if options.byte_order_mark:
         return Response(b"\xef\xbb\xbf" + json.dumps(body | extra).encode(), 200, content_type="application/json")
     if options.list_body != "whole":

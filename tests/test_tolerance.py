@@ -768,6 +768,49 @@ def test_a_page_shorter_than_asked_with_no_word_of_more_says_so(staff, alt):
     assert "sent fewer than asked for: most likely this is the last page" in page.text
 
 
+def test_a_has_more_of_yes_or_no_is_read_and_one_of_neither_is_quoted(staff, alt):
+    """`has_more: "yes"` read as silence: "did not say whether more flows follow" of a service that said so (found by
+    a stand-in service). Yes and no are read; what is neither is quoted, not called unsaid."""
+    alt.set(has_more="words")
+    seen = walk(staff, "/flows", walk_cap(alt))
+    assert not seen["problems"], seen["problems"]
+    assert exactly_once(seen["ids"], [flow.id for flow in alt.flows if not flow.archived]) is None
+    assert "did not say whether more flows follow" not in get(staff, "/flows").text
+    alt.set(has_more="odd")
+    page = get(staff, "/flows")
+    assert "sent &#34;maybe&#34; where it says whether more flows follow, which is neither yes nor no" in page.text
+    assert "Next is offered because this page is full" in page.text and "did not say" not in page.text
+    alt.set(has_more="odd", page_cap=8)
+    page = get(staff, "/flows")
+    assert "neither yes nor no, and fewer flows than asked for: most likely this is the last page" in page.text
+
+
+def test_a_status_that_is_no_text_is_said_on_the_list(staff, alt):
+    """A list item's status of another type (["Opened"], 3) showed as an unknown status without a word (found by a
+    stand-in service): the list says how many and quotes one."""
+    alt.set(items="typed_status")
+    page = get(staff, "/flows")
+    assert_sound(page)
+    odd = [flow for flow in alt.flows if not flow.archived][:10]
+    count = sum(1 for flow in odd if flow.number % 2)
+    assert f"The Flow Service sent {count} flows&#39; statuses in a form the portal cannot read (" in page.text
+    alt.set(items="full")
+    assert "cannot read" not in get(staff, "/flows").text
+
+
+def test_a_flow_s_fields_of_another_type_are_named_on_its_page(staff, alt):
+    """A flow's status of 3, a version of "three", a sandboxConfig of "none" and a number among its actions showed
+    as "—" or not at all, as if the service had not sent them (found by a stand-in service): the page names them."""
+    alt.set(detail="mistyped")
+    flow = next(flow for flow in alt.flows if not flow.archived)
+    page = get(staff, f"/flows/{flow.id}")
+    assert_sound(page)
+    said = re.search(r'data-testid="fields-unread">([^<]*)<', page.text)
+    assert said and "the fields status, version, sandboxConfig, and actions in a form the portal" in said[1], said
+    alt.set(detail="spec")
+    assert 'data-testid="fields-unread"' not in get(staff, f"/flows/{flow.id}").text
+
+
 def test_pages_a_service_keeps_smaller_than_its_total_are_all_reached(staff, alt):
     alt.set(page_cap=8, has_more="missing", paging="offset")
     seen = walk(staff, "/flows", walk_cap(alt))

@@ -6,6 +6,7 @@ and leaves the rest as None, never raising for a field's content. Every object k
 came from in `raw`, for the portal's raw view.
 """
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -114,12 +115,16 @@ def _integer(source: dict[str, Any], name: str) -> int | None:
     return None
 
 
+_FLAG_WORDS = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}
+
+
 def read_flag(value: Any) -> bool | None:
-    """True/False from a boolean, "true"/"false" or 1/0; None when it cannot be read."""
+    """True/False from a boolean, "true"/"false", "yes"/"no" or 1/0 (a number or a text); None when it cannot be
+    read."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
+    if isinstance(value, str) and value.strip().lower() in _FLAG_WORDS:
+        return _FLAG_WORDS[value.strip().lower()]
     if isinstance(value, int) and value in (0, 1):
         return bool(value)
     return None
@@ -127,6 +132,11 @@ def read_flag(value: Any) -> bool | None:
 
 def _flag(source: dict[str, Any], name: str) -> bool | None:
     return read_flag(source.get(name))
+
+
+def sent_unread(source: dict[str, Any], name: str, read: Any) -> bool:
+    """Whether the service sent `name` (not null, not empty) and its reading `read` is nothing."""
+    return read is None and source.get(name) not in (None, "")
 
 
 def _object(source: dict[str, Any], name: str) -> dict[str, Any]:
@@ -241,6 +251,7 @@ class FlowPage:
     next_position: dict[str, str] | None
     raw: dict[str, Any] = field(repr=False, compare=False)
     left_out: int = 0  # items the service sent that the portal left out (shown on the previous page already)
+    has_more_unread: str | None = None  # what the service sent as `has_more` when it is no yes or no
 
     @classmethod
     def from_json(cls, payload: Any) -> "FlowPage":
@@ -254,7 +265,8 @@ class FlowPage:
             has_more = False  # an explicit "no next link"
         if has_more is None and next_position is None and _past_its_total(payload, len(items)):
             has_more = False
-        return cls(items=items, has_more=has_more, next_position=next_position, raw=payload)
+        unread = json.dumps(payload["has_more"])[:100] if sent_unread(payload, "has_more", has_more) else None
+        return cls(items, has_more, next_position, raw=payload, has_more_unread=unread)
 
     @property
     def first_id(self) -> str | None:
@@ -394,6 +406,31 @@ class FlowData:
         )
 
 
+# A flow's fields that hold an object or a list, and which: another kind is read as none.
+_FLOW_STRUCTURES: dict[str, type | tuple[type, ...]] = {
+    "incidents": (dict, list),
+    "sandboxConfig": dict,
+    "data": dict,
+    "actions": list,
+    "_meta": dict,
+}
+
+
+def _unread_fields(flow: dict[str, Any], read: dict[str, Any]) -> tuple[str, ...]:
+    """The names of the flow's fields sent in a form the portal cannot read: a value read as nothing, a structure
+    of another kind, actions that are not texts."""
+    unread = [name for name, value in read.items() if sent_unread(flow, name, value)]
+    unread += [
+        name
+        for name, kinds in _FLOW_STRUCTURES.items()
+        if flow.get(name) is not None and not isinstance(flow[name], kinds)
+    ]
+    actions = flow.get("actions")
+    if isinstance(actions, list) and not all(isinstance(action, str) for action in actions):
+        unread.append("actions")
+    return tuple(unread)
+
+
 @dataclass(frozen=True)
 class FlowDetail:
     """The retrieve response (seed §2.4)."""
@@ -425,6 +462,9 @@ class FlowDetail:
     tasks_link: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
     answered_as: str | None = None  # the id the answer gives itself, when it is not the id asked for
+    # The flow's fields the service sent in a form the portal cannot read (a status of 3, a version "two"): shown
+    # as "—" like absent ones, so named on the page (a stand-in: they were dropped without a word).
+    unread: tuple[str, ...] = ()
 
     @property
     def actions_elsewhere(self) -> list[str]:
@@ -444,27 +484,40 @@ class FlowDetail:
         links, meta = _object(payload, "_links"), _object(flow, "_meta")
         self_link = links.get("self")
         actions = flow.get("actions")
+        read: dict[str, Any] = {
+            "status": known_spelling(_text(flow, "status"), LIFECYCLES),
+            "version": _integer(flow, "version"),
+            "flowNumber": _integer(flow, "flowNumber"),
+            "referenceId": _identifier(flow, "referenceId"),
+            "referenceName": _text(flow, "referenceName"),
+            "hasErrors": _flag(flow, "hasErrors"),
+            "hasIncidents": _flag(flow, "hasIncidents"),
+            "numAttachments": _integer(flow, "numAttachments"),
+            "flowDefinitionId": _text(flow, "flowDefinitionId"),
+            "versionTag": _text(flow, "versionTag"),
+            "sandbox": _flag(flow, "sandbox"),
+        }
         return cls(
             flow_id=flow_id,
-            status=known_spelling(_text(flow, "status"), LIFECYCLES),
-            version=_integer(flow, "version"),
-            flow_number=_integer(flow, "flowNumber"),
-            reference_id=_identifier(flow, "referenceId"),
-            reference_name=_text(flow, "referenceName"),
-            has_errors=_flag(flow, "hasErrors"),
-            has_incidents=_flag(flow, "hasIncidents"),
+            status=read["status"],
+            version=read["version"],
+            flow_number=read["flowNumber"],
+            reference_id=read["referenceId"],
+            reference_name=read["referenceName"],
+            has_errors=read["hasErrors"],
+            has_incidents=read["hasIncidents"],
             incidents=read_incidents(flow.get("incidents")),
             created_at=parse_timestamp(flow.get("createdAt")),
             updated_at=parse_timestamp(flow.get("updatedAt")),
             created_unread=_unread_time(flow.get("createdAt")),
             updated_unread=_unread_time(flow.get("updatedAt")),
-            num_attachments=_integer(flow, "numAttachments"),
+            num_attachments=read["numAttachments"],
             process_definition_id=_text(meta, "processDefinitionId"),
             process_instance_id=_text(meta, "processInstanceId"),
             process_version=_text(meta, "processVersion"),
-            flow_definition_id=_text(flow, "flowDefinitionId"),
-            version_tag=_text(flow, "versionTag"),
-            sandbox=_flag(flow, "sandbox"),
+            flow_definition_id=read["flowDefinitionId"],
+            version_tag=read["versionTag"],
+            sandbox=read["sandbox"],
             sandbox_config=_object(flow, "sandboxConfig"),
             data=FlowData.from_json(_object(flow, "data"), flow),
             actions=[action for action in actions if isinstance(action, str)] if isinstance(actions, list) else [],
@@ -472,4 +525,5 @@ class FlowDetail:
             tasks_link=_text(_object(links, "tasks"), "href"),
             raw=payload,
             answered_as=answered if answered and not same_flow_id(answered, flow_id) else None,
+            unread=_unread_fields(flow, read),
         )

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
+from babel.lists import format_list
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
@@ -527,6 +528,7 @@ def _render_detail(flow_id: str, revealed: bool = False, reveal_form: RevealForm
         flow=flow,
         status=status,
         disagreements=_disagreements(flow, record, person),
+        unread_said=_fields_unread(flow),
         consent_since=consent_since(status, record, flow.created_at),
         compared=flag_gap(flow, record, events),
         erased_at=record.erased_at if record else None,
@@ -596,6 +598,20 @@ LIST_ASKED_AGAIN_AFTER = 300  # seconds
 # (a slow list made the page wait 21 s, a stand-in). The status is then the index's, as when the list lacks it.
 LIST_LOOKUP_SECONDS = 3
 MOST_REMEMBERED = 1024
+
+
+def _fields_unread(flow: FlowDetail) -> str | None:
+    """The fields of the flow the service sent in a form the portal cannot read, said (the page shows them as "—")."""
+    if not flow.unread:
+        return None
+    return ngettext(
+        "The Flow Service sent the field %(names)s in a form the portal cannot read: it shows as “—” here, and as "
+        "sent in the raw JSON below.",
+        "The Flow Service sent the fields %(names)s in a form the portal cannot read: they show as “—” here, and as "
+        "sent in the raw JSON below.",
+        len(flow.unread),
+        names=format_list([shown(name) for name in flow.unread], locale=request_words().language),
+    )
 
 
 def _disagreements(flow: FlowDetail, record: FlowRecord | None, person: str | None) -> list[str]:
