@@ -108,7 +108,19 @@ def test_a_flow_id_is_read_from_the_end_of_its_path_only_when_it_is_one(path, ex
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(True, True), ("true", True), ("False", False), (1, True), (0, False), ("yes", None), (None, None), (2, None)],
+    [
+        (True, True),
+        ("true", True),
+        ("False", False),
+        (1, True),
+        (0, False),
+        ("yes", True),
+        (" No", False),
+        ("1", True),
+        ("maybe", None),
+        (None, None),
+        (2, None),
+    ],
 )
 def test_flags(value, expected):
     assert read_flag(value) is expected
@@ -214,6 +226,7 @@ def test_every_field_of_the_spec_retrieve_answer_is_read():
         self_link="/api/flows/f-8",
         tasks_link="/api/tasks?flowId=f-8",
         raw={},
+        unread=("actions",),  # the 3 among them, named on the page
     )
 
 
