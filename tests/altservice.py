@@ -74,6 +74,8 @@ CHOICES = {
         "task_id",
         "text_created",
         "see_other",
+        "found",
+        "found_elsewhere",
         "enveloped",
     ),
     "detail": (
@@ -763,6 +765,8 @@ def create_response(alt: AltService) -> Response:
         return _json({"status": "error", "message": BLOCKED_REASON}, 200)
     if mode == "jsend_fail":  # JSend: the request's own fault, by field
         return _json({"status": "fail", "data": {"lastName": LAST_NAME_REASON}}, 200)
+    if mode == "found_elsewhere":  # the service moved (to https://): nothing made, the create's own path named
+        return Response(b"", 302, headers={"Location": request.url.replace("http://", "https://", 1)})
     now = datetime.now(UTC)
     with alt.lock:
         flow = AltFlow(
@@ -800,6 +804,8 @@ def create_response(alt: AltService) -> Response:
         return Response(b"Created", 201, mimetype="text/plain", headers={"Location": path})
     if mode == "see_other":  # created, and the client sent on to it
         return Response(b"", 303, headers={"Location": path})
+    if mode == "found":  # the same with 302, as browsers read it after a POST
+        return Response(b"", 302, headers={"Location": path})
     if mode == "enveloped":  # the create answer inside a data envelope
         return _json({"data": {"flowId": flow.id, "referenceId": flow.reference_id}}, 201)
     return _json({"_links": {"self": {"href": path}}, "flowId": flow.id, "referenceId": flow.reference_id}, 201)

@@ -714,7 +714,7 @@ def test_a_refresh_stops_asking_a_slow_list_for_the_flow_past_its_time(staff, al
 
 
 @pytest.mark.parametrize(
-    "mode", ["design", "location_only", "accepted_links", "text_created", "see_other", "enveloped"]
+    "mode", ["design", "location_only", "accepted_links", "text_created", "see_other", "found", "enveloped"]
 )
 def test_created_flow_is_shown_whatever_the_answer_names_it_by(staff, alt, mode):
     alt.set(create=mode)
@@ -725,6 +725,17 @@ def test_created_flow_is_shown_whatever_the_answer_names_it_by(staff, alt, mode)
     page = get(staff, answer.headers["Location"])
     assert page.status_code == 200
     assert "may have been created" not in page.text
+
+
+def test_a_create_answered_with_a_redirect_to_its_own_path_is_no_flow_made(staff, alt):
+    """A 302 to a flow's address is the flow made (above); one to the create's own path at another address (the
+    service moved to https://) names no flow: an answer that did not confirm it, never a flow created."""
+    alt.set(create="found_elsewhere")
+    flows = len(alt.flows)
+    answer = create_form(staff)
+    page = get(staff, answer.headers["Location"]) if answer.status_code in REDIRECTS else answer
+    assert "The Flow Service did not confirm the flow." in page.text
+    assert "was created" not in page.text and len(alt.flows) == flows
 
 
 def test_a_flow_accepted_without_its_id_is_looked_for_in_the_list_and_never_sent_twice(staff, alt):

@@ -37,6 +37,7 @@ from .errors import (
 )
 from .guard import sandbox_refusal
 from .problems import read_problem
+from .records import flow_id_from_path
 from .retrying import retry_after_seconds, wait_before_retry
 from .text import redact
 from .tokens import TokenProvider, origin_of
@@ -321,11 +322,15 @@ def _parse(response: requests.Response, request_id: str, method: str) -> Reply:
             code="too_deep",
             request_id=request_id,
         )
-    # What a POST made may be named by its address alone: a 201 whose body is words ("Created"), or a 303 to it.
-    names_what_it_made = method == "POST" and bool(response.headers.get("Location"))
+    # What a POST made may be named by its address alone: a 201 whose body is words ("Created"), a 303 to it, or a
+    # 301/302 to a flow's own address, as browsers read those after a POST (a stand-in's 302 read as an error). A
+    # 301/302 elsewhere (the create's own path at https://) is the redirect it most likely is.
+    location = response.headers.get("Location")
+    names_what_it_made = method == "POST" and bool(location)
+    sent_on_to_it = status == 303 or (status in (301, 302) and flow_id_from_path(location) is not None)
     # A 201 says "Created" whatever its body: a flow without its id, never one that "may have been created".
     said_created = method == "POST" and status == 201
-    if 200 <= status < 300 or (status == 303 and names_what_it_made):
+    if 200 <= status < 300 or (names_what_it_made and sent_on_to_it):
         if payload is None and response.content.strip() and not (names_what_it_made or said_created):
             raise UpstreamProtocolError(
                 "The Flow Service sent a body that is not JSON",
