@@ -990,11 +990,18 @@ def test_counts_past_the_cap_say_more_than(world, monkeypatch):
     assert "More than 3 flows match" in page.text and "more than 3" in page.text
 
 
-def test_a_search_for_a_person_the_portal_knows_no_flow_of_says_so_not_a_dash(empty_index):
-    """It read "Flows of the person with national id —" (found by a new user)."""
+def test_a_search_for_a_person_the_portal_knows_no_flow_of_names_the_masked_id_not_a_dash(empty_index):
+    """It read "Flows of the person with national id —" (found by a new user), then "the person whose national id
+    was searched for", which did not say which (a walk): the id typed is named masked, here and in the audit log.
+    An address of the person alone (a bookmark) cannot name it, and says so."""
     page = unescape(empty_index.get("/flows?q=811218-9876", follow_redirects=True).text)
-    assert "Flows of the person whose national id was searched for" in page and "the portal knows no flow" in page
-    assert "national id —" not in page
+    assert "Flows of the person with national id 811218-••••." in page and "No flows in the index match" in page
+    assert "national id —" not in page and "9876" not in page
+    with empty_index.application.app_context():
+        target = db.session.query(AuditEntry).filter_by(action="search_national_id").one().target
+    assert target.startswith("national id 811218-•••• hash:"), target
+    bookmarked = empty_index.get(f"/flows?person={read_national_id('15108695088').keyed_hash(KEY)}")
+    assert "Flows of the person whose national id was searched for" in unescape(bookmarked.text)
 
 
 def test_a_name_search_says_how_many_flows_it_cannot_find_by_name(world):

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from babel.lists import format_list
-from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
 from flask_babel import ngettext
 from flask_login import current_user
@@ -403,7 +403,20 @@ def _by_national_id(query: SearchQuery, problems: list[Problem], export: bool = 
         problem.flash()
     key = national_id.keyed_hash(settings().index_key)
     searched = query.with_person(key).export_url() if export else query.url(q=None, person=key)
+    session[SEARCHED_PERSON] = [key, national_id.masked]  # masked, as pages show it: for a person of no flow
     return _refused_person_search(key) or redirect(searched)
+
+
+# The last person searched by national id in this session, hash and masked id: a person the index knows no flow of
+# is named by the masked id on the results and in the audit log (a walk: "the person whose id was searched for").
+SEARCHED_PERSON = "searched_person"
+
+
+def _searched_mask(person: str) -> str | None:
+    searched = session.get(SEARCHED_PERSON)
+    if isinstance(searched, list) and len(searched) == 2 and searched[0] == person:
+        return str(searched[1])
+    return None
 
 
 def _without_unusable_values(query: SearchQuery, problems: list[Problem]):
@@ -418,7 +431,8 @@ def _audit_person_search(query: SearchQuery, rows) -> str | None:
     if not query.search.person:
         return None
     masked = next((row.national_id_masked for row in rows if row.national_id_masked), None)
-    masked = masked or indexed_mask(query.search.person)  # a filter may leave none of the person's flows here
+    # A filter may leave none of the person's flows here; the index may hold none of them.
+    masked = masked or indexed_mask(query.search.person) or _searched_mask(query.search.person)
     target = (
         f"national id {mask_national_id(masked) if masked else '(no flow indexed)'} hash:{query.search.person[:12]}"
     )
