@@ -77,6 +77,9 @@ def _now() -> int:
     return int(current.clock()())
 
 
+SEARCHED_PERSON = "searched_person"  # the last person searched by national id: keyed hash and masked id
+
+
 def begin_session(user: User) -> None:
     """A fresh session for `user`: nothing from before sign-in carries over (CSRF token included)."""
     chosen = session.get("language")  # a choice made on the sign-in page, just now: it wins and is kept

@@ -20,6 +20,7 @@ from portal.flowindex.keys import read_national_id
 from portal.flowindex.observations import LIST, SYNC, Observation, from_summary
 from portal.flowindex.store import apply_observations
 from portal.models import AccessEntry, AuditEntry, FlowRecord
+from portal.staff_sessions import SEARCHED_PERSON
 
 KEY = b"test-index-key-0123456789"
 # (national id as the flow was created with it, last name, what happens to it in the sandbox)
@@ -1002,6 +1003,11 @@ def test_a_search_for_a_person_the_portal_knows_no_flow_of_names_the_masked_id_n
     assert target.startswith("national id 811218-•••• hash:"), target
     bookmarked = empty_index.get(f"/flows?person={read_national_id('15108695088').keyed_hash(KEY)}")
     assert "Flows of the person whose national id was searched for" in unescape(bookmarked.text)
+    with empty_index.session_transaction() as kept:
+        assert kept[SEARCHED_PERSON][1] == "811218-••••"
+    empty_index.post("/logout")
+    with empty_index.session_transaction() as kept:
+        assert SEARCHED_PERSON not in kept, "signed out, the cookie keeps nothing of the work"
 
 
 def test_a_name_search_says_how_many_flows_it_cannot_find_by_name(world):

@@ -94,7 +94,7 @@ from ..presentation import shown
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..roles import role_required
 from ..security import asked_here, asking_to_continue, followed_from_another_site
-from ..staff_sessions import keep_input_when_signed_out, typed_by, typist_mark
+from ..staff_sessions import SEARCHED_PERSON, keep_input_when_signed_out, typed_by, typist_mark
 from ..submissions import (
     SubmissionInProgress,
     SubmissionUnconfirmed,
@@ -407,12 +407,10 @@ def _by_national_id(query: SearchQuery, problems: list[Problem], export: bool = 
     return _refused_person_search(key) or redirect(searched)
 
 
-# The last person searched by national id in this session, hash and masked id: a person the index knows no flow of
-# is named by the masked id on the results and in the audit log (a walk: "the person whose id was searched for").
-SEARCHED_PERSON = "searched_person"
-
-
 def _searched_mask(person: str) -> str | None:
+    """The masked id of the person last searched by national id in this session, if `person` is theirs: a person
+    the index knows no flow of is named by it on the results and in the audit log (a walk: "the person whose id was
+    searched for" did not say which)."""
     searched = session.get(SEARCHED_PERSON)
     if isinstance(searched, list) and len(searched) == 2 and searched[0] == person:
         return str(searched[1])
