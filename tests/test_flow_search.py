@@ -317,6 +317,21 @@ def test_a_search_box_sent_too_long_or_with_fields_it_lacks_leads_to_an_address_
     assert answer.headers["Location"] == "/flows?" + urlencode({"q": fitting.strip()})
 
 
+def test_a_born_date_that_contradicts_the_national_id_searched_is_left_out_with_a_word(world):
+    """A person searched by national id with a Born date that is not the id's birth date found nothing, without a
+    hint (a walk): Born is left out, and the page says so."""
+    number = PEOPLE[0][0]  # born 1986-10-15
+    hashed = read_national_id(number).keyed_hash(KEY)
+    answer = world.staff.get("/flows", query_string={"q": number, "born": "1990-01-01", "archived": "all"})
+    assert answer.status_code == 302 and answer.headers["Location"] == f"/flows?archived=all&person={hashed}"
+    page = world.get(answer.headers["Location"])
+    assert "Born was left out: it is not the birth date in the national id searched for." in page.text
+    assert len(ids(page)) == 2
+    agreeing = world.staff.get("/flows", query_string={"q": number, "born": "1986-10-15", "archived": "all"})
+    assert "born=1986-10-15" in agreeing.headers["Location"]
+    assert len(ids(world.get(agreeing.headers["Location"]))) == 2
+
+
 def signed_in_with_csrf(app):
     client, username = app.test_client(), add_user(app, role="viewer")
     token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', client.get("/login").text)[1]

@@ -402,6 +402,10 @@ def _by_national_id(query: SearchQuery, problems: list[Problem], export: bool = 
     for problem in problems:
         problem.flash()
     key = national_id.keyed_hash(settings().index_key)
+    born = query.search.born
+    if born and national_id.birth_date and born != national_id.birth_date:  # it would find nothing, unsaid (a walk)
+        query = replace(query, args=query.args | {"born": ""}, search=replace(query.search, born=None))
+        Problem(_("Born was left out: it is not the birth date in the national id searched for.")).flash()
     searched = query.with_person(key).export_url() if export else query.url(q=None, person=key)
     session[SEARCHED_PERSON] = [key, national_id.masked]  # masked, as pages show it: for a person of no flow
     return _refused_person_search(key) or redirect(searched)
