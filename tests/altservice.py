@@ -60,6 +60,7 @@ CHOICES = {
         "location_only",
         "accepted_links",
         "no_id",
+        "unusable_id",
         "conflict",
         "invalid",
         "not_found",
@@ -796,6 +797,8 @@ def create_response(alt: AltService) -> Response:
         return _json({"_links": {"self": {"href": path}}}, 202)
     if mode == "no_id":  # created, and said so, but named by its reference alone
         return _json({"referenceId": flow.reference_id}, 201)
+    if mode == "unusable_id":  # created, under an id no address can hold
+        return _json({"flowId": f"flows/{flow.number} of {ORGANIZATION}"}, 201)
     if mode == "operation_location":  # accepted: an operation to poll, not the flow, at the address given
         return _json({"status": "pending"}, 202, headers={"Location": "/api/operations/op-77"})
     if mode == "task_id":  # accepted: the id given is the job's

@@ -753,6 +753,18 @@ def test_a_flow_accepted_without_its_id_is_looked_for_in_the_list_and_never_sent
     assert alt.counts["create"] == 1, "the form sent again (a reload, a double click) creates nothing more"
 
 
+def test_a_flow_created_under_an_id_no_address_holds_says_the_id(staff, alt):
+    """An id such as "flows/42 of alt-org" read as no id at all: "did not say its id or reference" of a service that
+    said one (found by a stand-in service). The id is quoted; the list is where to find the flow."""
+    alt.set(create="unusable_id")
+    answer = create_form(staff)
+    assert (answer.status_code, answer.headers["Location"]) == (302, "/flows")
+    page = get(staff, "/flows")
+    created = alt.flows[0]
+    said = f"named it by an id the portal cannot open (flows/{created.number} of alt-org): find it in the flow list"
+    assert said in page.text and "did not say its id" not in page.text
+
+
 @pytest.mark.parametrize(("mode", "named"), [("operation_location", "op-77"), ("task_id", "task-55")])
 def test_an_accepted_create_that_names_a_job_is_no_flow_of_that_name(staff, alt, mode, named):
     """A 202 whose Location or `id` named the job to poll was taken for the flow: "Flow op-77 was created", a page

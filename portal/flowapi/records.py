@@ -27,6 +27,7 @@ _EPOCH = re.compile(r"[0-9]{9,14}(\.[0-9]+)?")
 _WITH_TIME = re.compile(r"[0-9][Tt ][0-9]")  # ISO 8601: the date, then T (or a space), then the time
 # A flow id the portal can put in a path and a link: what the spec's UUIDs and every id seen so far look like.
 FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+SHOWN_ID = 100  # characters of an unusable id kept to say it
 # Continuation styles seen in list APIs: the key that names the next page, and the query parameter that asks for it.
 NEXT_TOKENS = {
     "next_cursor": "cursor",
@@ -324,6 +325,7 @@ class CreatedFlow:
     flow_id: str | None  # None: the service accepted the flow but did not say which id it got
     reference_id: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    unusable_id: str | None = None  # an id it gave that no address can hold (a stand-in's "LA 1/2"), cut
 
     @classmethod
     def from_reply(cls, payload: Any, headers: dict[str, str] | None = None, status: int = 201) -> "CreatedFlow":
@@ -342,7 +344,9 @@ class CreatedFlow:
             flow_id_from_path((headers or {}).get("Location") or (headers or {}).get("location")),
         )
         flow_id = next((found for found in candidates if found and FLOW_ID.fullmatch(found)), None)
-        return cls(flow_id, _identifier(body, "referenceId") or _identifier(flow, "referenceId"), payload)
+        unusable = None if flow_id else next((found for found in candidates if found), None)
+        reference_id = _identifier(body, "referenceId") or _identifier(flow, "referenceId")
+        return cls(flow_id, reference_id, payload, unusable_id=unusable[:SHOWN_ID] if unusable else None)
 
 
 def _created_object(payload: dict[str, Any]) -> dict[str, Any]:

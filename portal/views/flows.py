@@ -954,7 +954,13 @@ def _created(token: str, created):
     """Settle the form's token and show the new flow (or the list, if the service named no id)."""
     if not created.flow_id:
         # Accepted (2xx) without an id: created, so the token stays claimed and a resend cannot repeat it.
-        if created.reference_id:
+        if created.unusable_id:
+            said = _(
+                "The Flow Service accepted the flow but named it by an id the portal cannot open (%(id)s): find it "
+                "in the flow list.",
+                id=shown(created.unusable_id),
+            )
+        elif created.reference_id:
             said = _(
                 "The Flow Service accepted the flow %(reference)s but did not say its id: find it in the flow list.",
                 reference=mask_text(created.reference_id),
@@ -966,8 +972,8 @@ def _created(token: str, created):
         flash(said, "success")
         return redirect(url_for("flows.index"))
     settle_submission(token, created.flow_id, created.reference_id)
-    shown = _named(created.reference_id, created.flow_id)  # a flash lives in the session cookie a while
-    flash(_("Flow %(reference)s was created.", reference=shown), "success")
+    named = _named(created.reference_id, created.flow_id)  # a flash lives in the session cookie a while
+    flash(_("Flow %(reference)s was created.", reference=named), "success")
     return redirect(url_for("flows.detail", flow_id=created.flow_id))
 
 
