@@ -19,7 +19,7 @@ from flask_babel import gettext as _
 from flask_babel import ngettext
 
 from .flowapi import FLOW_ID, FlowPage
-from .flowapi.records import read_flag, sent_unread
+from .flowapi.records import QUOTED, read_flag, sent_unread
 from .flowlinks import from_url_form, url_form
 from .i18n import grouped, request_words
 from .presentation import shown
@@ -181,7 +181,6 @@ def within_the_page_size(page: FlowPage, limit: int, before: bool = False) -> tu
     return replace(page, items=kept, has_more=True), sent
 
 
-SHOWN_VALUE = 100  # characters of a value the service sent that a notice quotes
 MOST_ROWS = 500  # a page of 500 rows is about 700 kB of HTML
 
 
@@ -322,7 +321,7 @@ def _content_notices(query: ListQuery, page: FlowPage) -> list[str]:
                 "The Flow Service sent %(num)s flows' statuses in a form the portal cannot read (%(value)s and "
                 "others); their rows show the status the portal last heard, if any.",
                 len(unread),
-                value=shown(json.dumps(unread[0])[:SHOWN_VALUE]),
+                value=shown(json.dumps(unread[0])[:QUOTED]),
             )
         )
     ids = [item.id for item in page.items if item.id]
