@@ -203,18 +203,22 @@ class NextStep:
     after: str | None = None  # else DESIGN's cursor: the last flow id
     problem: str | None = None  # SAME_POSITION or NO_WAY_ON
     guessed: bool = False  # the service did not say whether more follow; the page is full, so more may
+    contradicted: bool = False  # it said no more follow, yet named a next position of its own
 
 
 def next_step(page: FlowPage, limit: int, at: tuple[tuple[str, str], ...] = ()) -> NextStep:
     """The way from `page` (asked for at position `at`, `limit` per page) to the next one, never the same one."""
     guessed = page.has_more is None and bool(page.next_position or len(page.items) + page.left_out >= limit)
-    if not (page.has_more or guessed):
+    # `has_more: false` beside a next link or cursor: the position is the service's word too, and the only one that
+    # can show more (a stand-in's list stopped at its first page, without a word, 13 flows out of reach).
+    contradicted = page.has_more is False and page.next_position is not None
+    if not (page.has_more or guessed or contradicted):
         return NextStep()
     if page.next_position:
         position = tuple(page.next_position.items())
         if position == at:
             return NextStep(problem=SAME_POSITION, guessed=guessed)
-        return NextStep(at=position, guessed=guessed)
+        return NextStep(at=position, guessed=guessed, contradicted=contradicted)
     if page.last_id:
         return NextStep(after=page.last_id, guessed=guessed)
     return NextStep(problem=NO_WAY_ON, guessed=guessed)
@@ -225,7 +229,9 @@ def _next_url(query: ListQuery, page: FlowPage, notices: list[str]) -> str | Non
     if query.before and page.last_id:
         return query.url(after=page.last_id, seen=seen)  # moving back: the later pages are known to exist
     step = next_step(page, query.limit, query.at)
-    if step.guessed and page.has_more_unread:
+    if step.contradicted:
+        notices.append(_("The Flow Service says no more flows follow, yet names a next page: Next asks for it."))
+    elif step.guessed and page.has_more_unread:
         notices.append(
             _(
                 "The Flow Service sent %(value)s where it says whether more flows follow, which is neither yes nor "

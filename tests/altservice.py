@@ -51,7 +51,7 @@ CHOICES = {
         "empty_endless",
         "empty_then_seen",
     ),
-    "has_more": ("bool", "missing", "string", "words", "odd"),
+    "has_more": ("bool", "missing", "string", "words", "odd", "false"),
     "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case", "numbered", "typed_status"),
     "archived_default": ("current", "all"),
     "error_style": ("design", "problem", "errors_array", "rails", "google", "fastapi", "bare_array", "java", "text"),
@@ -635,6 +635,8 @@ def list_response(alt: AltService) -> Response:
         body["has_more"] = "yes" if more else "no"
     elif options.has_more == "odd":  # neither yes nor no
         body["has_more"] = "maybe"
+    elif options.has_more == "false":  # "no more" on every page, whatever its next link or cursor says
+        body["has_more"] = False
     if options.byte_order_mark:
         return Response(b"\xef\xbb\xbf" + json.dumps(body | extra).encode(), 200, content_type="application/json")
     if options.list_body != "whole":

@@ -1052,3 +1052,17 @@ def test_a_change_is_looked_up_in_the_list_once_even_when_the_service_s_clock_ru
     for _ in range(4):
         assert get(staff, f"/flows/{flow.id}").status_code == 200
     assert alt.counts["list"] - lists <= 2, "one look for the change, not one a view"
+
+
+def test_a_next_link_beside_has_more_false_is_followed_and_said(staff, alt):
+    """`has_more: false` beside a `next` link to more flows: the list stopped at its first page without a word, the
+    other 13 flows out of reach (found by a stand-in service). The service's link is its word too: Next follows it,
+    and the page says the two disagree."""
+    alt.set(paging="next_link", has_more="false")
+    seen = walk(staff, "/flows", walk_cap(alt))
+    assert not seen["problems"], seen["problems"]
+    assert exactly_once(seen["ids"], alt.current_ids()) is None
+    said = "The Flow Service says no more flows follow, yet names a next page: Next asks for it."
+    assert said in get(staff, "/flows").text
+    alt.set(paging="next_link", has_more="bool")
+    assert said not in get(staff, "/flows").text
