@@ -59,7 +59,15 @@ def source_name(source: str | None) -> str:
 
 
 def pretty_json(document) -> str:
-    return json.dumps(document, indent=2, ensure_ascii=False, sort_keys=True)
+    """The document as indented JSON for a page, the characters a reader cannot see named (as `shown` does)."""
+    return with_unseen_named(json.dumps(document, indent=2, ensure_ascii=False, sort_keys=True))
+
+
+def masked_for_a_page(text):
+    """`mask_text` as pages use it: a text's id-shaped numbers masked and its unseen characters named (a reference in
+    a right-to-left override, "AL-\u202e56\u202c", read "AL-65" in the list and the flow's heading: a stand-in)."""
+    masked = mask_text(text)
+    return with_unseen_named(masked) if isinstance(masked, str) else masked
 
 
 def _in_zone(moment: datetime, zone) -> datetime:
@@ -282,7 +290,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(source_name, "source_name")
     app.add_template_filter(pretty_json, "pretty_json")
     app.add_template_filter(mask_document, "mask_personal")
-    app.add_template_filter(mask_text, "mask_text")
+    app.add_template_filter(masked_for_a_page, "mask_text")
     app.add_template_filter(mask_flow_id, "mask_flow_id")
     app.add_template_filter(status_hint, "status_hint")
     app.add_template_filter(status_label, "status_label")

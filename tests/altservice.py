@@ -52,7 +52,17 @@ CHOICES = {
         "empty_then_seen",
     ),
     "has_more": ("bool", "missing", "string", "words", "odd", "false"),
-    "items": ("full", "no_id", "empty", "masked", "date_only", "upper_case", "numbered", "typed_status"),
+    "items": (
+        "full",
+        "no_id",
+        "empty",
+        "masked",
+        "date_only",
+        "upper_case",
+        "numbered",
+        "typed_status",
+        "overridden_reference",
+    ),
     "archived_default": ("current", "all"),
     "error_style": ("design", "problem", "errors_array", "rails", "google", "fastapi", "bare_array", "java", "text"),
     "create": (
@@ -91,6 +101,7 @@ CHOICES = {
         "american",
         "latin1",
         "mistyped",
+        "overridden_reference",
     ),
     "token": ("ok", "refuse", "invalid_request", "unavailable", "slow_down", "endless", "redirect"),
     "list_body": ("whole", "endless", "trickle", "data_null"),
@@ -384,9 +395,17 @@ def list_item(flow: AltFlow, shape: str) -> dict:
         item["status"] = flow.status.upper()
     if shape == "typed_status" and flow.number % 2:  # the status in a list, every other flow
         item["status"] = [flow.status]
+    if shape == "overridden_reference":
+        item["referenceId"] = overridden(flow.reference_id)
     if shape == "numbered":  # a row number as `id`, the flow's own id as `flowId`
         item["id"], item["flowId"] = str(flow.number), flow.id
     return item
+
+
+def overridden(reference: str) -> str:
+    """The reference with its number in a right-to-left override: "AL-56" written so that it reads "AL-65"."""
+    prefix, number = reference.split("-")
+    return f"{prefix}-\u202e{number}\u202c"
 
 
 def retrieve_body(flow: AltFlow, style: str) -> dict:
@@ -449,6 +468,8 @@ def retrieve_body(flow: AltFlow, style: str) -> dict:
         body["flow"]["flowId"] = flow.id.upper()
     if style == "mistyped":  # fields of another type than the spec's
         body["flow"] |= {"status": 3, "version": "three", "sandboxConfig": "none", "actions": ["read", 7]}
+    if style == "overridden_reference":
+        body["flow"]["referenceId"] = overridden(flow.reference_id)
     if style == "id_on_flow":  # the national id where the flow model (§2.1) has it, not under data
         body["flow"]["nationalId"] = body["flow"]["data"].pop("nationalId")
     return body

@@ -1066,3 +1066,15 @@ def test_a_next_link_beside_has_more_false_is_followed_and_said(staff, alt):
     assert said in get(staff, "/flows").text
     alt.set(paging="next_link", has_more="bool")
     assert said not in get(staff, "/flows").text
+
+
+def test_a_reference_written_with_unseen_characters_names_them(staff, alt):
+    """A reference whose number sits in a right-to-left override ("AL-\\u202e56\\u202c") read "AL-65" in the list,
+    in the flow's heading and in its title: another flow's reference, unsaid (found by a stand-in service). The
+    characters a reader cannot see are named, as elsewhere on the pages."""
+    alt.set(items="overridden_reference", detail="overridden_reference")
+    flow = alt.by_number(56)
+    for page in (get(staff, "/flows"), get(staff, f"/flows/{flow.id}")):
+        assert_sound(page)
+        assert "\u202e" not in page.text
+        assert "AL-[U+202E]56[U+202C]" in page.text
