@@ -330,6 +330,22 @@ def _content_notices(query: ListQuery, page: FlowPage) -> list[str]:
                 value=shown(json.dumps(unread[0])[:QUOTED]),
             )
         )
+    unread_names = sum(
+        1
+        for item in page.items
+        if (item.reference_id is None and sent_unread(item.raw, "referenceId", None))
+        or (item.national_id is None and sent_unread(item.raw, "nationalId", None))
+    )
+    if unread_names:  # "—", as if the service had sent none (a stand-in: a reference of 10040.5, an id of {})
+        notices.append(
+            ngettext(
+                "The Flow Service sent %(num)s flow's reference or national id in a form the portal cannot read; it "
+                "shows as “—”.",
+                "The Flow Service sent %(num)s flows' references or national ids in a form the portal cannot read; "
+                "they show as “—”.",
+                unread_names,
+            )
+        )
     ids = [item.id for item in page.items if item.id]
     # Shown as sent, each time (one row left out would hide what the service said), and said: a stand-in's page.
     if len(set(ids)) < len(ids):  # counted only then: every list page comes here

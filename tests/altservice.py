@@ -62,6 +62,7 @@ CHOICES = {
         "numbered",
         "typed_status",
         "overridden_reference",
+        "typed_names",
     ),
     "archived_default": ("current", "all"),
     "error_style": ("design", "problem", "errors_array", "rails", "google", "fastapi", "bare_array", "java", "text"),
@@ -395,6 +396,8 @@ def list_item(flow: AltFlow, shape: str) -> dict:
         item["status"] = flow.status.upper()
     if shape == "typed_status" and flow.number % 2:  # the status in a list, every other flow
         item["status"] = [flow.status]
+    if shape == "typed_names" and flow.number % 2:  # a reference and a national id of other types, every other flow
+        item["referenceId"], item["nationalId"] = flow.number + 0.5, {"value": "kept-out"}
     if shape == "overridden_reference":
         item["referenceId"] = overridden(flow.reference_id)
     if shape == "numbered":  # a row number as `id`, the flow's own id as `flowId`

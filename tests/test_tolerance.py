@@ -821,6 +821,17 @@ def test_a_status_that_is_no_text_is_said_on_the_list(staff, alt):
     assert "cannot read" not in get(staff, "/flows").text
 
 
+def test_a_reference_or_national_id_that_is_no_text_is_said_on_the_list(staff, alt):
+    """A list item's reference of 10040.5 or national id of {} showed as "—" without a word (found by a stand-in
+    service): the list counts them."""
+    alt.set(items="typed_names")
+    page = get(staff, "/flows")
+    assert_sound(page)
+    count = sum(1 for flow in [flow for flow in alt.flows if not flow.archived][:10] if flow.number % 2)
+    said = f"The Flow Service sent {count} flows&#39; references or national ids in a form the portal cannot read"
+    assert said in page.text and "kept-out" not in page.text
+
+
 def test_a_flow_s_fields_of_another_type_are_named_on_its_page(staff, alt):
     """A flow's status of 3, a version of "three", a sandboxConfig of "none" and a number among its actions showed
     as "—" or not at all, as if the service had not sent them (found by a stand-in service): the page names them."""
