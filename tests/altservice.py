@@ -471,6 +471,7 @@ def retrieve_body(flow: AltFlow, style: str) -> dict:
         body["flow"]["flowId"] = flow.id.upper()
     if style == "mistyped":  # fields of another type than the spec's
         body["flow"] |= {"status": 3, "version": "three", "sandboxConfig": "none", "actions": ["read", 7]}
+        body["flow"]["incidents"] = {"i-1": 5, "i-2": None}
     if style == "overridden_reference":
         body["flow"]["referenceId"] = overridden(flow.reference_id)
     if style == "id_on_flow":  # the national id where the flow model (§2.1) has it, not under data

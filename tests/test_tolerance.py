@@ -833,14 +833,15 @@ def test_a_reference_or_national_id_that_is_no_text_is_said_on_the_list(staff, a
 
 
 def test_a_flow_s_fields_of_another_type_are_named_on_its_page(staff, alt):
-    """A flow's status of 3, a version of "three", a sandboxConfig of "none" and a number among its actions showed
-    as "—" or not at all, as if the service had not sent them (found by a stand-in service): the page names them."""
+    """A flow's status of 3, a version of "three", a sandboxConfig of "none", a number among its actions and
+    incidents that are no records showed as "—", not at all or as incidents without a message, as if the service
+    had not sent them (found by stand-in services): the page names them."""
     alt.set(detail="mistyped")
     flow = next(flow for flow in alt.flows if not flow.archived)
     page = get(staff, f"/flows/{flow.id}")
     assert_sound(page)
     said = re.search(r'data-testid="fields-unread">([^<]*)<', page.text)
-    assert said and "the fields status, version, sandboxConfig, and actions in a form the portal" in said[1], said
+    assert said and "the fields status, version, sandboxConfig, actions, and incidents in a form the" in said[1], said
     alt.set(detail="spec")
     assert 'data-testid="fields-unread"' not in get(staff, f"/flows/{flow.id}").text
 

@@ -432,7 +432,17 @@ def _unread_fields(flow: dict[str, Any], read: dict[str, Any]) -> tuple[str, ...
     actions = flow.get("actions")
     if isinstance(actions, list) and not all(isinstance(action, str) for action in actions):
         unread.append("actions")
+    if _incidents_unread(flow.get("incidents")):
+        unread.append("incidents")
     return tuple(unread)
+
+
+def _incidents_unread(incidents: Any) -> bool:
+    """Whether the incidents hold entries that are neither a record nor a message (each shown without a message)."""
+    if isinstance(incidents, dict) and ("message" in incidents or "taskType" in incidents):
+        return False  # one record, as `read_incidents` reads it
+    entries = incidents.values() if isinstance(incidents, dict) else incidents if isinstance(incidents, list) else ()
+    return not all(isinstance(entry, (dict, str)) for entry in entries)
 
 
 @dataclass(frozen=True)
