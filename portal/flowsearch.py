@@ -14,12 +14,12 @@ from flask import flash, get_flashed_messages, url_for
 from flask_babel import gettext as _
 from werkzeug.datastructures import MultiDict
 
-from .flowindex.keys import NationalId
+from .flowindex.keys import NationalId, read_national_id
 from .flowindex.search import FlowSearch, Position, flows_named, person_searched
 from .flowlinks import NATIONAL_ID_SHAPE, SEALED, from_url_form, sealed_anew, sent_whole, url_form
 from .forms import LONGEST_SEARCH, FlowSearchForm
 from .i18n import as_sentence
-from .masking import mask_text
+from .masking import id_spellings_in_text, mask_text
 
 # Parameters that ask for the index, with their values that do not (the live list's defaults).
 INDEX_PARAMETERS = {
@@ -198,7 +198,11 @@ def read_search(args) -> tuple[SearchQuery, list[Problem]]:
     named = flows_named(text) if text and national_id is None else []
     # About one random flow id in 40 begins with eight digits, and its start as the lists show it ("11595624-8854")
     # has a Swedish personnummer's shape: the flows it starts win (read as a mistyped id, it found nothing; CI).
-    mistyped_id = bool(text and national_id is None and NATIONAL_ID_SHAPE.fullmatch(text) and not named)
+    # A valid id with a character more ("15108695088x") is text that holds one, sealed in the box: as a mistyped id
+    # it was shown whole there (an attack).
+    mistyped_id = bool(
+        text and national_id is None and NATIONAL_ID_SHAPE.fullmatch(text) and not named and not _holds_an_id(text)
+    )
     # Ids that search cannot read (a new user's walk: the box then showed the address's seal)
     unread_id = bool(text and national_id is None and not named and not mistyped_id and _only_ids(text))
     if unread_id:
@@ -225,6 +229,11 @@ def _only_ids(text: str) -> bool:
     not a reference that holds one ("LA-131052-308T", searched as text)."""
     masked = mask_text(text)
     return masked != text and not any(character.isalpha() for character in masked)
+
+
+def _holds_an_id(text: str) -> bool:
+    """Whether the text holds a valid national id among other characters, as masking reads it."""
+    return any(read_national_id(spelling) for spellings in id_spellings_in_text(text) for spelling in spellings)
 
 
 def _one_id_among_words(text: str) -> NationalId | None:
