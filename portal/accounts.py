@@ -14,6 +14,7 @@ from sqlalchemy import and_, bindparam, func, or_, select
 
 from .audit import record_audit
 from .extensions import db
+from .masking import mask_text
 from .models import ROLES, User, role_at_least, utc_now
 from .throttle import unlock_account
 
@@ -109,6 +110,8 @@ def create_account(
     """A new staff account; without a password it signs in by single sign-on only."""
     if not USERNAME.fullmatch(username):
         raise AccountError(_("A username is 1–80 characters: letters a–z, digits or . _ @ - (no å, ä, ö or spaces)"))
+    if mask_text(username) != username:  # a username is shown whole on every page and in the audit log
+        raise AccountError(_("A username cannot hold a national id."))
     _check_role(role)
     if password is None and not sso_subject:
         raise AccountError(_("An account needs a password or a single sign-on subject."))

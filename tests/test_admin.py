@@ -99,6 +99,16 @@ def test_adding_a_user_explains_what_is_wrong(app, admin, changes, message):
         assert 'id="username-error"' not in answer.text
 
 
+@pytest.mark.parametrize("username", ["15108695088", "811218-9876", "kari.131052-308T"])
+def test_a_username_cannot_be_a_national_id(app, admin, username):
+    """A national id pasted into the username field made an account named by it: shown whole on every page that
+    names staff and kept whole in the audit log, which masks ids everywhere else (an attack)."""
+    answer = new_user(admin, username=username)
+    assert answer.status_code == 400 and "A username cannot hold a national id." in answer.text
+    assert account(app, username) is None
+    assert not any(username in (target or "") for _who, _what, target, _address in account_changes(app))
+
+
 def test_both_password_fields_cut_a_pasted_password_alike(admin):
     form = admin.get("/admin/users").text
     for name in ("password", "confirm"):
