@@ -160,7 +160,7 @@ def test_the_start_of_a_flow_id_that_has_a_national_id_s_shape_finds_the_flow(em
         answer = empty_index.get("/flows", query_string={"q": written})
         assert answer.status_code == 302 and answer.headers["Location"] == f"/flows/{flow_id}", written
     unknown = empty_index.get("/flows", query_string={"q": "19121212-1214"}, follow_redirects=True)
-    assert "not a valid one" in " ".join(flashes(unknown))
+    assert "not a valid one" in field_errors(unknown)["q"]
 
 
 def test_the_start_of_a_national_id_s_shape_that_two_flows_share_lists_both(empty_index):
@@ -176,7 +176,7 @@ def test_the_start_of_a_national_id_s_shape_that_two_flows_share_lists_both(empt
         apply_observations(observations, KEY)
     listed = empty_index.get("/flows", query_string={"q": "11595624-8854"}, follow_redirects=True)
     assert sorted(ids(listed)) == sorted(shared)
-    assert not any("not a valid one" in message for message in flashes(listed))
+    assert not any("not a valid one" in message for message in [*flashes(listed), *field_errors(listed).values()])
 
 
 def test_a_reference_in_the_address_goes_to_its_flow(world):
@@ -782,7 +782,7 @@ def test_a_mistyped_national_id_stays_in_the_box_and_out_of_the_address(empty_in
         assert typed not in location and typed[:6] not in location and "q=~" in location, location
         answer = empty_index.get(location)
     assert answer.status_code == 200
-    assert "not a valid one" in " ".join(flashes(answer)), flashes(answer)
+    assert "not a valid one" in field_errors(answer)["q"], field_errors(answer)
     assert re.search(rf'name="q"[^>]*value="{typed}"', answer.text), "the typed value is kept in the box"
     assert ("status=Opened" in location) == ("status" in filters), "the filters beside it are kept"
     assert empty_index.get(location).status_code == 200, "a reload shows it again, without a loop of redirects"
@@ -821,8 +821,21 @@ def test_a_valid_national_id_with_a_character_more_is_not_shown_whole_in_the_box
 def test_a_mistyped_national_id_is_told_what_to_fix(empty_index, typed, said):
     """ "Check its digits" for every mistake, where a space stood for the century sign (a new user's walk)."""
     answer = empty_index.get("/flows", query_string={"q": typed}, follow_redirects=True)
-    told = " ".join(flashes(answer))
+    told = field_errors(answer)["q"]
     assert told.startswith("That looks like a national id but is not a valid one: ") and said in told, told
+
+
+def test_a_mistyped_national_id_is_said_under_the_search_box_and_tied_to_it(empty_index):
+    """Said at the top of the page, the focus stayed there, away from the digit to fix, and a screen reader heard
+    nothing of it at the box (a keyboard walk): the box is marked invalid and described by it, as a filter is."""
+    answer = empty_index.get("/flows", query_string={"q": "15108695089"}, follow_redirects=True)
+    box = re.search(r'<input[^>]*name="q"[^>]*>', answer.text)[0]
+    assert 'aria-invalid="true"' in box and 'aria-describedby="q-error q-help"' in box and "is-invalid" in box, box
+    assert re.search(r'<div id="q-error" class="invalid-feedback">', answer.text)
+    assert flashes(answer) == [], "said once, under the box"
+    assert '<details class="mt-2">' in answer.text, "the filters stay folded: none of them is wrong"
+    fine = empty_index.get("/flows", query_string={"q": "Nordmann"}, follow_redirects=True)
+    assert 'aria-invalid="false"' in re.search(r'<input[^>]*name="q"[^>]*>', fine.text)[0]
 
 
 @pytest.mark.parametrize(
@@ -883,7 +896,7 @@ def test_the_export_of_a_mistyped_national_id_holds_nothing_either(world):
             answer = world.staff.get(answer.headers["Location"])
         assert answer.status_code == 200
         assert answer.mimetype != "text/csv" or read_csv(answer) == [], typed
-        assert "not a valid one" in " ".join(flashes(answer)), flashes(answer)
+        assert "not a valid one" in field_errors(answer)["q"], field_errors(answer)
     with world.app.app_context():
         assert db.session.query(AccessEntry).count() == accesses, "no person's access log names an export"
         assert db.session.query(AuditEntry).filter_by(action="export_flows").count() == 0

@@ -315,7 +315,7 @@ def _search():
     if query.before and page.previous_before is None:
         return redirect(query.url())  # back at the start: the first page, whole
     if query.mistyped_id:
-        flash(why_not_an_id(query.args.get("q", "")), "warning")
+        Problem(why_not_an_id(query.args.get("q", "")), "q").flash()  # said under the box (`tie_left_out`)
     elif query.unread_id:
         flash(
             _(

@@ -150,6 +150,22 @@ def test_after_a_wrong_password_the_focus_is_on_the_password(page, stack):
     expect(page.get_by_label("Password")).to_be_focused()
 
 
+def test_after_a_mistyped_national_id_the_focus_is_on_the_search_box(page, stack):
+    """The box keeps the id for its digit to be fixed, and is where the focus and the words are: the message was at
+    the top of the page, the focus there (a keyboard walk)."""
+    sign_in(page, stack)
+    page.get_by_role("searchbox", name="Search").focus()
+    page.keyboard.type("15108695089")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    box = page.get_by_role("searchbox", name="Search")
+    expect(box).to_be_focused()
+    expect(box).to_have_value("15108695089")
+    expect(box).to_have_attribute("aria-invalid", "true")
+    expect(box).to_have_accessible_description(re.compile(r"^That looks like a national id but is not a valid one"))
+    expect(page.get_by_role("alert")).to_have_count(0)
+
+
 def test_double_click_creates_one_flow(page, stack):
     sign_in(page, stack)
     before = requests.get(f"{stack.sandbox_url}/sandbox/stats", timeout=5).json()["flows_created"]
