@@ -158,16 +158,23 @@ class Problem:
         flash(self.message, f"{LEFT_OUT}{self.field}" if self.field else "warning")
 
 
-def tie_left_out(form: FlowSearchForm) -> set[str]:
-    """The messages of values left out of the search (flashed on the way here) as the errors of their filters, so
-    that each is said under its field, tied to it for a screen reader (an accessibility review); the filters tied.
-    A mistyped national id kept in the search box is tied to the box (a keyboard walk: said at the top of the page,
-    it left the focus there, away from the digit to fix)."""
+def left_out_messages() -> dict[str, list[str]]:
+    """The messages of values left out (flashed on the way here under LEFT_OUT), by the field they are about. The
+    page's top leaves out those its template says under their fields (`tied_fields`)."""
     left_out: dict[str, list[str]] = {}
     flashed: list[tuple[str, str]] = get_flashed_messages(with_categories=True)  # type: ignore[assignment]
     for category, message in flashed:
         if category.startswith(LEFT_OUT):
             left_out.setdefault(category.removeprefix(LEFT_OUT), []).append(message)
+    return left_out
+
+
+def tie_left_out(form: FlowSearchForm) -> set[str]:
+    """The messages of values left out of the search (flashed on the way here) as the errors of their filters, so
+    that each is said under its field, tied to it for a screen reader (an accessibility review); the filters tied.
+    A mistyped national id kept in the search box is tied to the box (a keyboard walk: said at the top of the page,
+    it left the focus there, away from the digit to fix)."""
+    left_out = left_out_messages()
     tied = set()
     for field in form:
         if field.name in left_out and field.name in (*FILTERS, "q"):

@@ -294,6 +294,12 @@ def test_a_flow_filter_left_out_of_the_events_list_is_said_as_such(status_app, s
     page = staff.get("/events", query_string={"flow": "LA 10042", "type": "flow.created"}, follow_redirects=True)
     assert "The flow id or reference was left out: it takes letters, digits and . _ : -" in page.text
     assert "A filter value was not valid" not in page.text and "The event type was left out" not in page.text
+    # Said under the field, tied to it (a keyboard walk: at the top of the page, it left the focus there), once.
+    said = re.search(r'<div id="flow-error" class="invalid-feedback"><span class="d-block">([^<]*)</span>', page.text)
+    assert said and said[1].startswith("The flow id or reference was left out")
+    assert 'aria-invalid="true" aria-describedby="flow-error flow-help"' in page.text
+    assert page.text.count("The flow id or reference was left out") == 1, "not again at the top"
+    assert 'aria-invalid="true"' not in staff.get("/events").text
 
 
 def test_no_type_that_cannot_be_chosen_or_holds_a_national_id_is_offered(status_app, staff):

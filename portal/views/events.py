@@ -17,6 +17,8 @@ from ..flowindex.gapcheck import unknown_flows
 from ..flowindex.observations import lifecycle_told
 from ..flowindex.search import flow_named
 from ..flowlinks import from_url_form, hidden_in_urls, left_untidy, sent_whole, url_form
+from ..flowsearch import LEFT_OUT as LEFT_OUT_CATEGORY
+from ..flowsearch import left_out_messages
 from ..masking import mask_flow_id
 from ..models import WebhookEvent, utc_now
 from ..paging import MAX_ROW_ID, before_argument
@@ -70,10 +72,15 @@ LEFT_OUT = {
 }
 
 
+# The filters whose message is said under them, tied to the field (a keyboard walk: said at the top of the page, it
+# left the focus there and the field unmarked); a bad `before` or `unlinked` is said at the top.
+TIED = ("flow", "type")
+
+
 def _say_left_out(names: list[str]) -> None:
     for name in names:
         said = str(LEFT_OUT[name]) if name in LEFT_OUT else _("A filter value was not valid and was left out.")
-        flash(said, "warning")
+        flash(said, f"{LEFT_OUT_CATEGORY}{name}" if name in TIED else "warning")
 
 
 def _well_formed(name: str, value: str) -> bool:
@@ -135,8 +142,11 @@ def index():
         return redirect(url_for("events.index", **_in_url(filters | {"flow": whole})))
     next_url = url_for("events.index", **_in_url(filters | {"before": page.next_before})) if page.next_before else None
     unpaged = {name: value for name, value in filters.items() if name != "before"}
+    left_out = {name: said for name, said in left_out_messages().items() if name in TIED}
     return render_template(
         "events/index.html",
+        left_out=left_out,
+        tied_fields=set(left_out),
         page=page,
         links=reference_links(page.rows),
         told={event.id: lifecycle_told(event_document(event)) for event in page.rows},
