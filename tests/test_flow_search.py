@@ -833,6 +833,7 @@ def test_a_mistyped_national_id_is_said_under_the_search_box_and_tied_to_it(empt
     assert 'aria-invalid="true"' in box and 'aria-describedby="q-error q-help"' in box and "is-invalid" in box, box
     assert re.search(r'<div id="q-error" class="invalid-feedback">', answer.text)
     assert flashes(answer) == [], "said once, under the box"
+    assert "<title>Error: " in answer.text, "the title says so, as a form's errors do"
     assert '<details class="mt-2">' in answer.text, "the filters stay folded: none of them is wrong"
     fine = empty_index.get("/flows", query_string={"q": "Nordmann"}, follow_redirects=True)
     assert 'aria-invalid="false"' in re.search(r'<input[^>]*name="q"[^>]*>', fine.text)[0]

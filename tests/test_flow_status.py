@@ -299,6 +299,7 @@ def test_a_flow_filter_left_out_of_the_events_list_is_said_as_such(status_app, s
     assert said and said[1].startswith("The flow id or reference was left out")
     assert 'aria-invalid="true" aria-describedby="flow-error flow-help"' in page.text
     assert page.text.count("The flow id or reference was left out") == 1, "not again at the top"
+    assert "<title>Error: " in page.text, "the title says so, as a form's errors do (a keyboard walk)"
     assert 'aria-invalid="true"' not in staff.get("/events").text
 
 
