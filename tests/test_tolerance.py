@@ -9,6 +9,7 @@ import math
 import re
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from html import unescape
 
@@ -22,6 +23,7 @@ from altservice import (
     SCOPE_REFUSAL,
     SECRET_REFUSAL,
     AltService,
+    national_ids,
 )
 from altservice import (
     PORTAL_SETTINGS as ALT_SETTINGS,
@@ -923,6 +925,28 @@ def test_an_unconfirmed_create_is_not_sent_again_when_the_list_cannot_say_whose_
     again = staff.post("/flows/new", data=data)
     assert again.status_code == 409 and "does not show whether it was created" in again.text
     assert alt.counts["create"] == 1
+
+
+def test_an_unconfirmed_create_is_not_sent_again_past_a_list_end_the_service_contradicts(staff, alt):
+    """A resend looks through the newest flows for the one the lost create may have made. Fifty flows of others
+    created since filled that page, and the service said "no more" beside a next link: taken for the list's end, the
+    form was sent again and the person had two flows (found by a stand-in service). A contradicted end is no end."""
+    alt.set(create="lost_answer")
+    data = form_data(staff)
+    assert staff.post("/flows/new", data=data).status_code == 504
+    made = alt.flows[0]
+    people = national_ids()
+    now = datetime.now(UTC)
+    others = [
+        replace(made, id=str(uuid.uuid4()), number=made.number + 1 + n, national_id=next(people), created_at=now)
+        for n in range(50)
+    ]
+    alt.flows[:0] = [other for other in others if other.national_id != made.national_id]
+    alt.set(create="design", paging="next_link", has_more="false")
+    staff.application.extensions["portal.clock"] = lambda: time.time() + 180  # past the wait for a slow service
+    again = staff.post("/flows/new", data=data)
+    assert again.status_code == 409 and "does not show whether it was created" in again.text
+    assert alt.counts["create"] == 1, "not sent a second time"
 
 
 @pytest.mark.parametrize("style", STYLES)

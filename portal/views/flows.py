@@ -1081,9 +1081,11 @@ def _created_since(national_id: str, sent_at: datetime) -> FlowSummary | str:
             return item
     if None in people:  # one of them may be this person's flow
         return UNSURE
-    # Newest first (DESIGN): a flow created before the first send, or the end of the list, means none was missed.
+    # Newest first (DESIGN): a flow created before the first send, or the end of the list, means none was missed. Not
+    # an end the service contradicts with a next page of its own (a stand-in: "no more", and a next link).
     reaches_back = len(created_since) < len(page.items)
-    return NOT_CREATED if reaches_back or page.has_more is False else UNSURE
+    at_the_end = page.has_more is False and page.next_position is None
+    return NOT_CREATED if reaches_back or at_the_end else UNSURE
 
 
 def _problem_in_words(error: FlowApiError) -> str:
