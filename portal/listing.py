@@ -211,7 +211,7 @@ def next_step(page: FlowPage, limit: int, at: tuple[tuple[str, str], ...] = ()) 
     guessed = page.has_more is None and bool(page.next_position or len(page.items) + page.left_out >= limit)
     # `has_more: false` beside a next link or cursor: the position is the service's word too, and the only one that
     # can show more (a stand-in's list stopped at its first page, without a word, 13 flows out of reach).
-    contradicted = page.has_more is False and page.next_position is not None
+    contradicted = page.has_more is False and page.next_position is not None and page.names_a_next_page
     if not (page.has_more or guessed or contradicted):
         return NextStep()
     if page.next_position:

@@ -371,3 +371,15 @@ def test_list_entries_that_are_no_objects_are_said_as_such(upstream_app):
     text = unescape(operator_of(app).get("/flows").text)
     assert "The Flow Service sent 3 entries that are not flows (no JSON objects) in the list" in text
     assert "lists 1 flow without any details" in text and "without an id" not in text
+
+
+def test_has_more_false_beside_the_offset_it_echoes_is_the_end_of_the_list(upstream_app):
+    """`has_more: false` with the `offset` asked for said back (no total, no next link): the portal's own guess of
+    the next offset was taken for a next page the service named, and the last page offered Next and said the service
+    contradicted itself (a review)."""
+    app, upstream = upstream_app
+    items = [{"id": f"0000000{n}-1111-4222-8333-944455556666", "status": "Opened"} for n in range(3)]
+    upstream.answers(200, json.dumps({"data": items, "has_more": False, "offset": 0, "limit": 10}))
+    page = unescape(operator_of(app).get("/flows").text)
+    assert "yet names a next page" not in page
+    assert 'rel="next"' not in page, "the last page offers no Next"

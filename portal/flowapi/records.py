@@ -270,6 +270,12 @@ class FlowPage:
         return cls(items, has_more, next_position, raw=payload, has_more_unread=unread)
 
     @property
+    def names_a_next_page(self) -> bool:
+        """Whether the service named a next page itself (a next link or a cursor): beside `has_more: false`, a
+        contradiction (`listing.next_step`); the offset of this page said back is none."""
+        return _continuation(self.raw, len(self.items), named=True) is not None
+
+    @property
     def first_id(self) -> str | None:
         return self.items[0].id if self.items else None
 
@@ -289,8 +295,9 @@ def _past_its_total(payload: dict[str, Any], count: int) -> bool:
     return offset is not None and total is not None and offset + count >= total
 
 
-def _continuation(payload: dict[str, Any], count: int) -> dict[str, str] | None:
-    """The query parameters of the next page when the service says them itself."""
+def _continuation(payload: dict[str, Any], count: int, named: bool = False) -> dict[str, str] | None:
+    """The query parameters of the next page when the service says them itself; `named`: only a next link or a
+    cursor, not the offset after this page the portal works out from the one it says."""
     # Whole, never cut at MAX_TEXT: a cut token names no page (the list says when one is too long to carry).
     links = _object(payload, "_links") or _object(payload, "links")
     link = payload.get("next")
@@ -304,6 +311,8 @@ def _continuation(payload: dict[str, Any], count: int) -> dict[str, str] | None:
             token = str(token)
         if isinstance(token, str) and token.strip():
             return {parameter: token.strip()}
+    if named:
+        return None
     offset, total = _integer(payload, "offset"), _integer(payload, "total")
     if offset is not None and count and (total is None or offset + count < total):
         return {"offset": str(offset + count)}

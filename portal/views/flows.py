@@ -1084,7 +1084,7 @@ def _created_since(national_id: str, sent_at: datetime) -> FlowSummary | str:
     # Newest first (DESIGN): a flow created before the first send, or the end of the list, means none was missed. Not
     # an end the service contradicts with a next page of its own (a stand-in: "no more", and a next link).
     reaches_back = len(created_since) < len(page.items)
-    at_the_end = page.has_more is False and page.next_position is None
+    at_the_end = page.has_more is False and not page.names_a_next_page
     return NOT_CREATED if reaches_back or at_the_end else UNSURE
 
 
