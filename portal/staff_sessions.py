@@ -40,7 +40,10 @@ PUBLIC_ENDPOINTS = {
 }
 
 
-SESSION_KEYS = ("_user_id", "_fresh", "_id", "sv", "since", "seen", "csrf_token")
+SEARCHED_PERSON = "searched_person"  # the last person searched by national id: keyed hash and masked id
+# What a signed-in session keeps, dropped when it ends in any way (signed out, ended elsewhere, idle, expired): the
+# last person searched too, for the next person at the browser.
+SESSION_KEYS = ("_user_id", "_fresh", "_id", "sv", "since", "seen", "csrf_token", SEARCHED_PERSON)
 # The sign-in page's own address carries the way back; gunicorn refuses a request line over 4,094 bytes (414).
 LONGEST_WAY_BACK = 2000
 SEEN_EVERY = 60  # seconds: the idle clock is written back at most this often, not on every request
@@ -75,9 +78,6 @@ def staff_sso():
 
 def _now() -> int:
     return int(current.clock()())
-
-
-SEARCHED_PERSON = "searched_person"  # the last person searched by national id: keyed hash and masked id
 
 
 def begin_session(user: User) -> None:

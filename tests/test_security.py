@@ -43,6 +43,7 @@ from portal.flowlinks import from_url_form
 from portal.models import AuditEntry, RejectedDelivery, RejectionTally, User, WebhookEvent
 from portal.production import SHIPPED_SECRETS
 from portal.settings import SettingsError, load_settings
+from portal.staff_sessions import SEARCHED_PERSON
 from portal.webhooks.signing import standard_headers
 from portal.webhooks.store import prune_events
 
@@ -1293,3 +1294,17 @@ def test_a_country_no_form_offers_is_said_not_a_500(make_app):
     for path in ("/admin/subjects", "/admin/access"):
         answer = admin.post(path, data={"national_id": "131052-308T", "country": "zz", "export": "Export as JSON"})
         assert answer.status_code in (200, 400) and "Not a valid choice" in answer.text, (path, answer.status_code)
+
+
+def test_a_session_ended_by_a_pause_keeps_no_person_searched_in_the_cookie(clocked_app):
+    """Signing out dropped the last person searched by national id (their masked id) from the session cookie, but a
+    session that ended by itself kept it there, for the next person at the browser (a review)."""
+    client = clocked_app.test_client()
+    sign_in(client, "kari")
+    assert client.get("/flows?q=811218-9876", follow_redirects=True).status_code == 200
+    with client.session_transaction() as kept:
+        assert SEARCHED_PERSON in kept
+    clocked_app.extensions["portal.clock"].now += 31 * 60
+    assert client.get("/flows").status_code == 302
+    with client.session_transaction() as kept:
+        assert SEARCHED_PERSON not in kept, "the session ended: the cookie keeps nothing of the work"

@@ -17,7 +17,7 @@ from ..forms import ConfirmForm, KeptCreateInput, LoginForm
 from ..i18n import LANGUAGES, language_changed
 from ..models import User
 from ..security import followed_from_another_site, lead_on_as_from_elsewhere
-from ..staff_sessions import SEARCHED_PERSON, begin_session, end_session, staff_sso
+from ..staff_sessions import begin_session, end_session, staff_sso
 from ..throttle import ThrottleUnavailable, client_address, count_sign_in_attempt, signed_in_well
 
 bp = Blueprint("auth", __name__)
@@ -137,7 +137,6 @@ def logout():
             record_audit(current_user.username, "sign_out", "every session", commit=False)
             end_session(current_user.id)  # commits the audit row with the session version
         logout_user()
-        session.pop(SEARCHED_PERSON, None)  # nothing of the work stays in the cookie for the next at the browser
         flash(_("You are signed out, in every browser."), "info")
     return redirect(url_for("auth.login"))
 
