@@ -243,7 +243,8 @@ def _next_url(query: ListQuery, page: FlowPage, notices: list[str]) -> str | Non
         notices.append(
             _("The Flow Service did not say whether more flows follow; Next is offered because this page is full.")
         )
-    elif page.has_more_unread and page.items and not page.next_position:
+    elif page.has_more is None and page.has_more_unread and page.items and not page.next_position:
+        # (None still: a page cut to the size asked for goes on, `within_the_page_size`, whatever was sent)
         notices.append(
             _(
                 "The Flow Service sent %(value)s where it says whether more flows follow, which is neither yes nor "

@@ -383,3 +383,14 @@ def test_has_more_false_beside_the_offset_it_echoes_is_the_end_of_the_list(upstr
     page = unescape(operator_of(app).get("/flows").text)
     assert "yet names a next page" not in page
     assert 'rel="next"' not in page, "the last page offers no Next"
+
+
+def test_a_has_more_of_neither_yes_nor_no_beside_more_flows_than_asked_is_not_called_the_last_page(upstream_app):
+    """`has_more: "maybe"` and 15 flows where 10 were asked for: the page is cut to 10 and Next goes on, yet it said
+    "fewer flows than asked for: most likely this is the last page" (a review)."""
+    app, upstream = upstream_app
+    items = [{"id": f"000000{n:02d}-1111-4222-8333-944455556666", "status": "Opened"} for n in range(15)]
+    upstream.answers(200, json.dumps({"data": items, "has_more": "maybe"}))
+    page = unescape(operator_of(app).get("/flows").text)
+    assert 'rel="next"' in page, "Next goes on from the flows shown"
+    assert "fewer flows than asked for" not in page and "most likely this is the last page" not in page
