@@ -19,10 +19,10 @@ from flask_babel import gettext as _
 from flask_babel import ngettext
 
 from .flowapi import FLOW_ID, FlowPage
-from .flowapi.records import QUOTED, read_flag, sent_unread
+from .flowapi.records import as_written, read_flag, sent_unread
 from .flowlinks import from_url_form, url_form
 from .i18n import grouped, request_words
-from .presentation import shown
+from .presentation import quoted
 
 PAGE_SIZES = (10, 25, 50, 100)
 DEFAULT_LIMIT = 10
@@ -236,7 +236,7 @@ def _next_url(query: ListQuery, page: FlowPage, notices: list[str]) -> str | Non
             _(
                 "The Flow Service sent %(value)s where it says whether more flows follow, which is neither yes nor "
                 "no; Next is offered because this page is full.",
-                value=shown(page.has_more_unread),
+                value=quoted(page.has_more_unread),
             )
         )
     elif step.guessed:
@@ -249,7 +249,7 @@ def _next_url(query: ListQuery, page: FlowPage, notices: list[str]) -> str | Non
             _(
                 "The Flow Service sent %(value)s where it says whether more flows follow, which is neither yes nor "
                 "no, and fewer flows than asked for: most likely this is the last page.",
-                value=shown(page.has_more_unread),
+                value=quoted(page.has_more_unread),
             )
         )
     elif page.has_more is None and page.items and not page.next_position:
@@ -328,7 +328,7 @@ def _content_notices(query: ListQuery, page: FlowPage) -> list[str]:
                 "The Flow Service sent %(num)s flows' statuses in a form the portal cannot read (%(value)s and "
                 "others); their rows show the status the portal last heard, if any.",
                 len(unread),
-                value=shown(json.dumps(unread[0])[:QUOTED]),
+                value=quoted(as_written(unread[0])),
             )
         )
     unread_names = sum(

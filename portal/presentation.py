@@ -211,6 +211,16 @@ def status_hint(reading, now: datetime, words: Words | None = None) -> str:
     return words.gettext("%(source)s, %(when)s") % {"source": source, "when": time_ago(reading.at, now, words)}
 
 
+QUOTED = 100  # characters of a value the service sent that a sentence quotes (an id the portal cannot use)
+
+
+def quoted(value: str) -> str:
+    """A value the service sent, shown (masked first: cut first, an id across the cut would not mask) and cut to
+    QUOTED characters for a sentence."""
+    text = shown(value)
+    return text if len(text) <= QUOTED else text[: QUOTED - 1] + "…"
+
+
 def shown(value) -> str:
     """A value as text for a page: "—" for a missing one, national ids in it masked, unseen characters named."""
     if value is None or value == "":

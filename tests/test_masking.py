@@ -592,3 +592,16 @@ def test_a_password_in_an_address_is_hidden_to_its_last_at_sign(text, shown):
     """A browser reads an address's user name and password up to the last "@" before its host: a password holding an
     "@" was shown from there on ("•••@ss-tail@"), and a user name holding one left the password whole (an attack)."""
     assert hide_url_passwords(text) == shown
+
+
+def test_a_value_the_service_sent_is_masked_before_it_is_cut_for_a_sentence(app):
+    """A quoted value (an id the portal cannot use, an unreadable has_more) was cut to 100 characters and then
+    masked: a national id across the cut kept nine of its digits (a re-check). Masked first, then cut; written as
+    sent ("kyllä", not "kyll\\u00e4")."""
+    from portal.flowapi.records import as_written
+    from portal.presentation import QUOTED, quoted
+
+    with app.test_request_context("/flows"):
+        said = quoted("x" * 95 + " 15108695088 and more")
+        assert len(said) == QUOTED and said.endswith("…") and "1510869" not in said
+        assert quoted(as_written("kyllä")) == '"kyllä"'

@@ -27,7 +27,6 @@ _EPOCH = re.compile(r"[0-9]{9,14}(\.[0-9]+)?")
 _WITH_TIME = re.compile(r"[0-9][Tt ][0-9]")  # ISO 8601: the date, then T (or a space), then the time
 # A flow id the portal can put in a path and a link: what the spec's UUIDs and every id seen so far look like.
 FLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
-QUOTED = 100  # characters of a value the service sent that the pages quote (an id they cannot use, a has_more)
 # Continuation styles seen in list APIs: the key that names the next page, and the query parameter that asks for it.
 NEXT_TOKENS = {
     "next_cursor": "cursor",
@@ -133,6 +132,13 @@ def read_flag(value: Any) -> bool | None:
 
 def _flag(source: dict[str, Any], name: str) -> bool | None:
     return read_flag(source.get(name))
+
+
+def as_written(value: Any) -> str:
+    """A value the service sent, as JSON writes it (`"maybe"`, `3`, `["Opened"]`), for a page to quote; at most
+    MAX_TEXT characters, as its texts are (the page masks, then cuts it shorter: `presentation.quoted`)."""
+    written = json.dumps(value, ensure_ascii=False)  # "kyllä", not "kyll\u00e4"; digits as sent, for masking
+    return written if len(written) <= MAX_TEXT else _cut(written)
 
 
 def sent_unread(source: dict[str, Any], name: str, read: Any) -> bool:
@@ -266,7 +272,7 @@ class FlowPage:
             has_more = False  # an explicit "no next link"
         if has_more is None and next_position is None and _past_its_total(payload, len(items)):
             has_more = False
-        unread = json.dumps(payload["has_more"])[:QUOTED] if sent_unread(payload, "has_more", has_more) else None
+        unread = as_written(payload["has_more"]) if sent_unread(payload, "has_more", has_more) else None
         return cls(items, has_more, next_position, raw=payload, has_more_unread=unread)
 
     @property
@@ -334,7 +340,7 @@ class CreatedFlow:
     flow_id: str | None  # None: the service accepted the flow but did not say which id it got
     reference_id: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
-    unusable_id: str | None = None  # an id it gave that no address can hold (a stand-in's "flows/42 of org"), cut
+    unusable_id: str | None = None  # an id it gave that no address can hold (a stand-in's "flows/42 of org")
 
     @classmethod
     def from_reply(cls, payload: Any, headers: dict[str, str] | None = None, status: int = 201) -> "CreatedFlow":
@@ -355,7 +361,7 @@ class CreatedFlow:
         flow_id = next((found for found in candidates if found and FLOW_ID.fullmatch(found)), None)
         unusable = None if flow_id else next((found for found in candidates if found), None)
         reference_id = _identifier(body, "referenceId") or _identifier(flow, "referenceId")
-        return cls(flow_id, reference_id, payload, unusable_id=unusable[:QUOTED] if unusable else None)
+        return cls(flow_id, reference_id, payload, unusable_id=unusable)
 
 
 def _created_object(payload: dict[str, Any]) -> dict[str, Any]:

@@ -90,7 +90,7 @@ from ..listing import DEFAULT_LIMIT, ListQuery, navigate, parse_list_query, past
 from ..masking import mask_flow_id, mask_national_id, mask_text
 from ..models import FlowRecord, utc_now
 from ..nationalid import why_not_an_id
-from ..presentation import shown
+from ..presentation import quoted, shown
 from ..reveals import grant_reveal, purpose_to_log, reveal_is_fresh
 from ..roles import role_required
 from ..security import asked_here, asking_to_continue, followed_from_another_site
@@ -958,7 +958,7 @@ def _created(token: str, created):
             said = _(
                 "The Flow Service accepted the flow but named it by an id the portal cannot open (%(id)s): find it "
                 "in the flow list.",
-                id=shown(created.unusable_id),
+                id=quoted(created.unusable_id),
             )
         elif created.reference_id:
             said = _(
