@@ -177,6 +177,9 @@ def test_an_operator_reveals_through_the_sealed_address(named_by_ids, signed_in)
     assert opened(operator, revealed.headers["Location"]) == opened(operator, sealed)
     page = operator.get(revealed.headers["Location"])
     assert page.status_code == 200
+    # Said as a status, as the flashes are: after the redirect nothing was announced (a keyboard walk).
+    assert '<p class="small text-body-secondary mt-2 mb-0" role="status" data-testid="reveal-recorded">' in page.text
+    assert 'data-testid="reveal-recorded"' not in operator.get(sealed).text
 
 
 @pytest.mark.parametrize("asked", [FINNISH, f"%20{FINNISH}%20"])
