@@ -409,7 +409,8 @@ def test_a_new_flow_typed_while_signed_out_in_another_tab_comes_back_after_signi
     with other.expect_navigation():  # the sign-out done before the tab closes (closing mid-navigation hung once)
         other.get_by_role("button", name="Sign out").click()
     other.close()
-    page.get_by_role("button", name="Create flow").click()
+    with page.expect_navigation():  # to "load": the deferred portal.js has wired the language's auto-submit
+        page.get_by_role("button", name="Create flow").click()
     expect(page.locator(".alert-warning")).to_contain_text("what you typed is kept")
     with page.expect_navigation():  # the language chosen there keeps the input too (it did not)
         page.locator("select#language").select_option("nb")
