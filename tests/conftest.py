@@ -14,6 +14,7 @@ from support import (
     REDIS_PREFIX,
     DatabaseProxy,
     LiveServer,
+    PostgresDatabases,
     Receiver,
     Sandbox,
     add_user,
@@ -113,15 +114,25 @@ def postgres_run_url() -> str | None:
     drop_database(url, make_url(created).database)
 
 
-@pytest.fixture
-def postgres_database(postgres_run_url) -> str:
-    """A PostgreSQL database of this test's own, migrated and empty, dropped after the test."""
+@pytest.fixture(scope="session")
+def postgres_databases(postgres_run_url) -> PostgresDatabases | None:
+    """This process's test databases: copies of the template, each emptied for the next test, dropped at the end."""
     if not postgres_run_url:
+        yield None
+        return
+    databases = PostgresDatabases(postgres_run_url)
+    yield databases
+    databases.drop_all()
+
+
+@pytest.fixture
+def postgres_database(postgres_databases) -> str:
+    """A PostgreSQL database the test has to itself, migrated and empty."""
+    if not postgres_databases:
         service_missing("PostgreSQL is not configured", POSTGRES_VARIABLE)
-    template = make_url(postgres_run_url).database
-    url = create_database_beside(postgres_run_url, f"{template}_{uuid.uuid4().hex[:8]}", template=template)
+    url = postgres_databases.take()
     yield url
-    drop_database(postgres_run_url, make_url(url).database)
+    postgres_databases.give_back(url)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

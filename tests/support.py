@@ -408,6 +408,102 @@ def drop_database(url: str, name: str) -> None:
     admin.dispose()
 
 
+# What a test could change in a database's schema: relations and their columns, defaults, constraints, indexes,
+# triggers, functions and the Alembic revision. Equal to the template's, the database can be emptied and reused.
+SCHEMA_FINGERPRINT = """
+SELECT md5(string_agg(part, '|' ORDER BY part)) FROM (
+    SELECT concat_ws(':', 'r', c.relname, c.relkind::text, a.attname, format_type(a.atttypid, a.atttypmod),
+        a.attnotnull::text, pg_get_expr(d.adbin, d.adrelid)) AS part
+    FROM pg_class c
+    LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+    LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+    WHERE c.relnamespace = 'public'::regnamespace
+    UNION ALL SELECT concat_ws(':', 'k', conname, pg_get_constraintdef(oid))
+    FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+    UNION ALL SELECT concat_ws(':', 'i', indexdef) FROM pg_indexes WHERE schemaname = 'public'
+    UNION ALL SELECT concat_ws(':', 't', tgname) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+    WHERE c.relnamespace = 'public'::regnamespace AND NOT t.tgisinternal
+    UNION ALL SELECT concat_ws(':', 'f', proname) FROM pg_proc WHERE pronamespace = 'public'::regnamespace
+    UNION ALL SELECT concat_ws(':', 'v', version_num) FROM alembic_version
+) parts
+"""
+
+
+class PostgresDatabases:
+    """A test process's PostgreSQL databases, each a copy of the run's migrated template.
+
+    A database a test is done with is emptied for the next one instead of dropped: deleting the rows of a few
+    small tables takes about 15 ms, dropping a database and copying the template again about 0.25 s of the
+    server's CPU, a tenth of the suite's. It is emptied when the next test asks for it, after every fixture of
+    the test that used it has been torn down; its connections are ended first, and one whose schema is no
+    longer the template's (a downgrade, a trigger) is dropped instead.
+    """
+
+    def __init__(self, template_url: str):
+        from sqlalchemy import MetaData, create_engine, text
+
+        self.template_url = template_url
+        engine = create_engine(template_url)
+        with engine.connect() as connection:
+            self.schema = connection.execute(text(SCHEMA_FINGERPRINT)).scalar_one()
+            sequences = connection.execute(text("SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'"))
+            self.sequences = sequences.scalars().all()
+        tables = MetaData()
+        tables.reflect(bind=engine)
+        engine.dispose()
+        self.tables_children_first = [table.name for table in reversed(tables.sorted_tables)]
+        self.tables_children_first.remove("alembic_version")
+        self.made: list[str] = []
+        self.returned: list[str] = []
+
+    def take(self) -> str:
+        while self.returned:
+            url = self.returned.pop()
+            if self._emptied(url):
+                return url
+            self._drop(url)
+        template = make_url(self.template_url).database
+        self.made.append(
+            create_database_beside(self.template_url, f"{template}_{uuid.uuid4().hex[:8]}", template=template)
+        )
+        return self.made[-1]
+
+    def give_back(self, url: str) -> None:
+        self.returned.append(url)
+
+    def drop_all(self) -> None:
+        for url in list(self.made):
+            self._drop(url)
+
+    def _drop(self, url: str) -> None:
+        drop_database(self.template_url, make_url(url).database)
+        self.made.remove(url)
+
+    def _emptied(self, url: str) -> bool:
+        from sqlalchemy import create_engine, text
+        from sqlalchemy.exc import SQLAlchemyError
+        from sqlalchemy.pool import NullPool
+
+        engine = create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+        others = "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        try:
+            with engine.connect() as connection:
+                connection.execute(text(f"SELECT pg_terminate_backend(pid) {others}"))
+                wait_until(lambda: connection.execute(text(f"SELECT count(*) = 0 {others}")).scalar(), "ended sessions")
+                if connection.execute(text(SCHEMA_FINGERPRINT)).scalar() != self.schema:
+                    return False
+            with engine.execution_options(isolation_level="READ COMMITTED").begin() as connection:
+                for table in self.tables_children_first:
+                    connection.execute(text(f'DELETE FROM "{table}"'))
+                for sequence in self.sequences:
+                    connection.execute(text(f'ALTER SEQUENCE "{sequence}" RESTART'))
+            return True
+        except SQLAlchemyError:  # its schema is gone far enough that the fingerprint cannot even be read
+            return False
+        finally:
+            engine.dispose()
+
+
 def service_missing(reason: str, variable: str):
     """A peer service a test needs is not there: a failure naming the setting (`scripts/test` provides both)."""
     import pytest
