@@ -54,6 +54,7 @@ SHAPES = (
     ("se", re.compile(r"(?:\d{2})?\d{6}[-+ ]?\d{4}")),  # python-stdnum takes a space too
     ("fi", re.compile(r"\d{6}[-+A-FU-Y]\d{3}[0-9A-Y]", re.IGNORECASE)),
 )
+_HETU_LENGTH = len("DDMMYY-NNNC")
 _FI_CENTURY = {"+": 1800, **dict.fromkeys("-YXWVU", 1900), **dict.fromkeys("ABCDEF", 2000)}
 
 # Sweden has no synthetic series by shape: Skatteverket publishes a list of test personnummer ("formally
@@ -164,6 +165,10 @@ def valid_number(country: str, value: str) -> str:
 
 def _stdnum_valid(country: str, value: str) -> str:
     if country == "fi":
+        # stdnum calls every mismatch a format error: "131052-308", a character short, would read as holding
+        # characters that do not belong in it.
+        if len(hetu.compact(value)) != _HETU_LENGTH:
+            raise InvalidLength()
         return hetu.validate(value, allow_temporary=True)
     if country == "no":
         number = fodselsnummer.compact(value)

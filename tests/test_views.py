@@ -421,6 +421,7 @@ def test_create_success_redirects_to_the_detail_with_the_reference(signed_in, sa
         ({"national_id": "1510869508"}, "wrong number of characters"),
         ({"country": "se", "national_id": "811218-9877"}, "Swedish personnummer"),
         ({"country": "fi", "national_id": "131052-308X"}, "Finnish henkilötunnus"),
+        ({"country": "fi", "national_id": "131052-308"}, "wrong number of characters"),
         ({"national_id": ""}, "This field is required"),
         ({"last_name": ""}, "This field is required"),
         ({"last_name": "x" * 101}, "Field cannot be longer than 100 characters"),
