@@ -235,6 +235,22 @@ def test_changing_the_language_on_the_sign_in_page_that_carries_input_keeps_it(m
     assert plain.status_code == 302 and plain.headers["Location"].endswith("/flows"), "no input: back to the page"
 
 
+def test_changing_the_language_on_the_new_flow_page_keeps_what_was_typed(make_app, make_user, sandbox):
+    """A Swedish operator half-way through a New flow form chose Svenska in the footer: the form came back empty."""
+    app = make_app()
+    client, username = app.test_client(), make_user("operator")
+    signed_in_with_csrf(client, username)
+    page = client.get("/flows/new").text
+    carried = {f"kept-{name}": value for name, value in TYPED.items()} | {"kept-typed_by": TYPED_BY.search(page)[1]}
+    language_form = {"language": "sv", "next": "/flows/new", "csrf_token": CSRF.search(page)[1]}
+    swedish = client.post("/language", data=language_form | carried)
+    assert swedish.status_code == 200 and '<html lang="sv"' in swedish.text and "Nytt flöde" in swedish.text
+    keeps_what_was_typed(swedish.text)
+    assert "signed in again" not in swedish.text and "inloggad igen" not in swedish.text
+    untouched = client.post("/language", data=language_form | {"language": "fi"})
+    assert untouched.status_code == 302 and untouched.headers["Location"].endswith("/flows/new"), "nothing typed"
+
+
 @pytest.mark.parametrize(
     "came_from",
     [

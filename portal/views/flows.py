@@ -850,8 +850,9 @@ def sign_in_keeping_create_input():
 bp.record_once(lambda _state: keep_input_when_signed_out("flows.new", sign_in_keeping_create_input))
 
 
-def kept_create_form(kept: KeptCreateInput):
-    """Once signed in again, the New flow form as it was typed before the session ended, with a fresh token."""
+def kept_create_form(kept: KeptCreateInput, signed_in_again: bool = True):
+    """The New flow form as it was typed, with a fresh token: once signed in again after the session ended, or after
+    its page's language was changed."""
     countries = settings().create_countries
     if not (countries and kept.holds_input()):
         return None
@@ -863,7 +864,8 @@ def kept_create_form(kept: KeptCreateInput):
         return redirect(url_for("flows.index"))
     values = kept.typed() | {"submission": _new_submission_token()}
     form = CreateFlowForm(countries, formdata=None, data=values)
-    flash(_("You are signed in again. What you typed is kept: check it and select Create flow."), "info")
+    if signed_in_again:
+        flash(_("You are signed in again. What you typed is kept: check it and select Create flow."), "info")
     return _new_flow_page(form)
 
 

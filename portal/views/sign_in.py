@@ -166,7 +166,9 @@ def set_language():
         session["language"] = language
         if current_user.is_authenticated:
             remember_language(current_user.id, language)
-    return _sign_in_still_carrying_input() or redirect(_back_from_the_language_form())
+    return (
+        _sign_in_still_carrying_input() or _new_flow_still_carrying_input() or redirect(_back_from_the_language_form())
+    )
 
 
 def _back_from_the_language_form() -> str:
@@ -195,6 +197,17 @@ def _sign_in_still_carrying_input():
     form.next.data = url_for("flows.new")
     language_changed()
     return render_template("auth/login.html", form=form)
+
+
+def _new_flow_still_carrying_input():
+    """The language chosen on a New flow page with something typed in it (create-flow.js carries it in the language
+    form): that form again in the language chosen, still holding it (the way back to /flows/new started it empty)."""
+    if not current_user.is_authenticated:
+        return None
+    from .flows import kept_create_form  # here: the flows views import this module's safe_next
+
+    language_changed()
+    return kept_create_form(KeptCreateInput(request.form, prefix="kept-"), signed_in_again=False)
 
 
 @bp.get("/login/sso")

@@ -118,6 +118,29 @@ document.addEventListener("DOMContentLoaded", () => {
     chosenByPerson = true;
     update();
   });
+  // The footer's language form carries what is typed here, as the sign-in page's does: the server answers with this
+  // form in the language chosen, still holding it (the way back to the page started it empty). Only when something
+  // was typed: an untouched form comes back as a plain page.
+  const createForm = input.form;
+  const languageForm = document.querySelector("form.language-form");
+  const KEPT = ["country", "national_id", "last_name", "redirect_url", "webhook_url", "real_person", "typed_by"];
+  function holdsInput() {
+    const { national_id: id, last_name: name, redirect_url: redirect, webhook_url: webhook } = createForm.elements;
+    const changed = (field) => field.value !== field.defaultValue;
+    return Boolean(id.value.trim() || name.value.trim()) || changed(redirect) || changed(webhook);
+  }
+  languageForm?.addEventListener("submit", () => {
+    for (const carried of languageForm.querySelectorAll("input.carried-input")) carried.remove();
+    if (!holdsInput()) return;
+    for (const name of KEPT) {
+      const field = createForm.elements[name];
+      if (!field) continue;
+      const carried = Object.assign(document.createElement("input"), { type: "hidden", name: `kept-${name}` });
+      carried.className = "carried-input";
+      carried.value = field.type === "checkbox" ? (field.checked ? "y" : "") : field.value;
+      languageForm.append(carried);
+    }
+  });
   for (const button of document.querySelectorAll("button[data-synthetic-id]")) {
     button.disabled = false;
     button.addEventListener("click", () => {

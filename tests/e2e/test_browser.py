@@ -422,3 +422,21 @@ def test_a_new_flow_typed_while_signed_out_in_another_tab_comes_back_after_signi
     expect(page.get_by_label("Etternavn")).to_have_value("Beholdt")
     page.get_by_role("button", name="Opprett flyt").click()
     expect(page.get_by_role("heading", level=1)).to_have_text(re.compile(r"LA-\d+"))
+
+
+def test_the_language_chosen_on_the_new_flow_page_keeps_what_was_typed(page, stack, console_errors):
+    """A Swedish operator half-way through the form chose Svenska in the footer: the form came back empty (a walk
+    in Swedish)."""
+    sign_in(page, stack, "operator")
+    page.goto(f"{stack.url}/flows/new")
+    page.get_by_label("National id").fill("19900602-2397")
+    page.get_by_label("Last name").fill("Lindqvist")
+    with page.expect_navigation():
+        page.locator("select#language").select_option("sv")
+    expect(page.locator("html")).to_have_attribute("lang", "sv")
+    expect(page.get_by_label("Personnummer")).to_have_value("19900602-2397")
+    expect(page.get_by_label("Efternamn")).to_have_value("Lindqvist")
+    expect(page.get_by_label("Land")).to_have_value("se")
+    page.get_by_role("button", name="Skapa flöde").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(re.compile(r"LA-\d+"))
+    assert console_errors == []
