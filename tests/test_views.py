@@ -322,6 +322,7 @@ def test_reveal_is_for_operators_and_is_audited(app, signed_in, sandbox):
     operator = signed_in("operator")
     refused = operator.post(f"/flows/{flow_id}/reveal")
     assert refused.status_code == 400 and "Choose why you need the full id" in refused.text
+    assert "<title>Error: " in refused.text, "said first in the title, as every form sent back does (a walk)"
     assert "15108695088" not in refused.text
     page = operator.post(f"/flows/{flow_id}/reveal", data={"purpose": "Identity check"}, follow_redirects=True)
     assert page.status_code == 200 and "15108695088" in page.text
