@@ -532,6 +532,25 @@ def test_the_start_of_a_flow_id_as_the_lists_show_it_filters_the_events(plain_ap
     assert staff.get("/events?flow=26028eb").status_code == 200, "seven characters: no flow's start, as the search"
 
 
+def test_a_flow_filter_that_finds_nothing_says_what_it_would_find(plain_app):
+    """ "74749" matched no event and the page said only that (a new user's walk): the number a customer reads out
+    suggests the references it ends, and fewer characters than a flow id is found by are said to be too few."""
+    deliver(plain_app.test_client(), event(flow_id="26028eb9-5a1c-4c1e-9d0b-0f5b2b7e8a11"))
+    plain_app.extensions["flow_index"].flush()
+    staff = admin_client(plain_app)
+
+    number = staff.get("/events", query_string={"flow": "10001"}).text
+    assert 'data-testid="meant"' in number and '<a href="/events?flow=LA-10001">LA-10001</a>' in number
+    assert 'data-testid="too-short"' in number
+    assert staff.get("/events?flow=LA-10001").text.count("<tr>") == 2
+
+    short = staff.get("/events", query_string={"flow": "74749"}).text
+    assert 'data-testid="meant"' not in short
+    assert "A flow id is found by its first 8 characters or more, as the lists show it" in short
+    whole = staff.get("/events", query_string={"flow": "aaaaaaaa-5a1c-4c1e-9d0b-0f5b2b7e8a11"}).text
+    assert "No events match these filters." in whole and 'data-testid="too-short"' not in whole
+
+
 def test_the_events_filter_form_leaves_a_tidy_address(plain_app):
     """The form sends every field: the empty ones and the default are left out of the address, the rest kept."""
     deliver(plain_app.test_client(), event(event_type="flow.incident", flow_id="flow-a"))

@@ -305,7 +305,8 @@ def _identifier_clause(text: str):
 
 
 # 8 hex digits or more of a UUID's start, its hyphens where a UUID has them: no LIKE or GLOB wildcard in it.
-_UUID_START = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{0,4}){0,3}(-[0-9a-f]{0,12})?")
+SHORTEST_ID_START = 8
+_UUID_START = re.compile(rf"[0-9a-f]{{{SHORTEST_ID_START}}}(-[0-9a-f]{{0,4}}){{0,3}}(-[0-9a-f]{{0,12}})?")
 
 
 # A reference as people say and type it: its letters and its number run together ("la10040") or apart ("LA 10040").

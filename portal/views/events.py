@@ -15,7 +15,7 @@ from ..audit import record_audit
 from ..csvexport import csv_response
 from ..flowindex.gapcheck import unknown_flows
 from ..flowindex.observations import lifecycle_told
-from ..flowindex.search import flow_named
+from ..flowindex.search import SHORTEST_ID_START, flow_named, references_ending_in
 from ..flowlinks import from_url_form, hidden_in_urls, left_untidy, sent_whole, url_form
 from ..flowsearch import LEFT_OUT as LEFT_OUT_CATEGORY
 from ..flowsearch import left_out_messages
@@ -158,7 +158,27 @@ def index():
         # the first page hears of newer events (the rows are newest first); an older page is history
         watch_url=None if "before" in filters else _watch_url(unpaged, page.rows[0].id if page.rows else 0),
         export_url=url_for("events.export", **_in_url(unpaged)),
+        meant=_references_meant(unpaged) if not page.rows else [],
+        too_short=not page.rows and _too_short_for_an_id(filters.get("flow")),
     )
+
+
+def _references_meant(filters: dict) -> list[tuple[str, str]]:
+    """For a flow filter of digits that found nothing, the references it ends ("LA-10038" for "10038"), each with
+    the address of these events filtered by it: staff type the number a customer reads out."""
+    typed = filters.get("flow")
+    if not typed:
+        return []
+    return [
+        (reference, url_for("events.index", **_in_url(filters | {"flow": reference})))
+        for reference, _flow_id in references_ending_in(typed)
+    ]
+
+
+def _too_short_for_an_id(typed: str | None) -> bool:
+    """Fewer characters than a flow id is found by (its first eight, as the lists show it): "74749" matched nothing
+    and nothing said why (a new user's walk)."""
+    return typed is not None and 0 < len(typed) < SHORTEST_ID_START
 
 
 @bp.get("/heard")
